@@ -1,0 +1,41 @@
+# Everything a new machine needs: `make demo` runs the demo, `make test` runs the tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test test-unit lint demo bench browser-deps clean
+
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip wheel
+	$(BIN)/pip install --quiet -r requirements.txt -r requirements-test.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian's Chromium and ChromeDriver for the browser test (no browser download: this machine has no internet).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; fi; }
+
+lint: venv
+	$(BIN)/ruff check plugins include dags tests bench
+
+test: venv browser-deps lint
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+test-unit: venv
+	$(BIN)/python -m pytest -m "not e2e and not browser and not celery and not chaos" $(PYTEST_ARGS)
+
+demo: venv
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m findings_provider.demo
+
+bench: venv
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,71 @@
+"""Settings of one emulator instance: served deployment, tokens, data volumes and behaviour switches."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# Settings that ``POST /_emulator/reset`` may override; the others (host, port, tokens, deployment, db) are
+# fixed for the life of the process.
+RESETTABLE = (
+    "seed",
+    "findings",
+    "repositories",
+    "scans",
+    "rules",
+    "dependencies",
+    "secrets",
+    "scan_duration",
+    "flat_findings",
+    "retired_policies",
+)
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Everything an emulator needs to generate its data and answer requests."""
+
+    host: str = "127.0.0.1"
+    port: int = 8900
+    tokens: tuple[str, ...] = ("emulator-token",)
+    no_web_api_tokens: tuple[str, ...] = ()
+    seed: int = 42
+    findings: int = 5000
+    repositories: int = 12
+    scans: int = 60
+    rules: int = 40
+    dependencies: int = 300
+    secrets: int = 200
+    deployment_id: str = "1"
+    deployment_slug: str = "acme"
+    db: str | None = None
+    scan_duration: float = 30.0
+    flat_findings: bool = False
+    retired_policies: bool = False
+    faults: tuple[dict[str, Any], ...] = field(default=())
+    log_level: str = "info"
+
+    @property
+    def deployment_name(self) -> str:
+        """Display name of the deployment, derived from its slug."""
+        return self.deployment_slug.replace("-", " ").title()
+
+    def with_overrides(self, overrides: dict[str, Any]) -> EmulatorConfig:
+        """Return a copy with the resettable settings in ``overrides`` replaced.
+
+        Raises ``ValueError`` naming the first key that cannot be overridden or has a wrong type.
+        """
+        changes: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key not in RESETTABLE:
+                raise ValueError(f"{key}: cannot be overridden by a reset; allowed: {', '.join(RESETTABLE)}")
+            expected = type(getattr(self, key))
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise ValueError(f"{key}: expected {expected.__name__}, got {value!r}")
+            if expected in (int, float) and value < 0:
+                raise ValueError(f"{key}: must not be negative, got {value!r}")
+            changes[key] = value
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,101 @@
+"""Apache Airflow provider for a security findings management API.
+
+Layers (each importable on its own): ``client`` (pure Python), ``warehouse`` (pure SQLAlchemy), ``hooks``,
+``operators``/``sensors``/``triggers`` (thin Airflow wrappers).
+"""
+
+__version__ = "0.1.0"
+
+
+CONN_FIELDS = {
+    "deployment_slug": {
+        "label": "Deployment slug",
+        "description": "Slug of the deployment (organisation); used by findings, triage, tickets, projects.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "deployment_id": {
+        "label": "Deployment id",
+        "description": "Numeric id of the deployment; used by scans, policies, dependencies, secrets. "
+        "Either may be left empty when the API can resolve it from the other.",
+        "schema": {"type": ["string", "null"], "pattern": "^[0-9]*$"},
+    },
+    "timeout": {"label": "Timeout (seconds)", "schema": {"type": ["number", "null"], "default": 30}},
+    "max_retries": {"label": "Max retries", "schema": {"type": ["integer", "null"], "default": 4}},
+    "verify": {
+        "label": "TLS verification",
+        "description": "true (default), false, or the path of a CA bundle.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "allow_insecure_http": {
+        "label": "Allow plain http to a non-loopback host",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
+    "tracker_project_field": {
+        "label": "Tracker project field name",
+        "description": "Body field name of the issue-tracker project id in ticket creation.",
+        "schema": {"type": ["string", "null"], "default": "tracker_project_id"},
+    },
+}
+
+
+def get_provider_info() -> dict:
+    """Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+    return {
+        "package-name": "findings-airflow",
+        "name": "Security Findings",
+        "description": "Scans, findings, bulk triage, tickets, rule policies and project settings of a "
+        "security findings management API.",
+        "versions": [__version__],
+        "connection-types": [
+            {
+                "connection-type": "findings_api",
+                "hook-class-name": "findings_provider.hooks.findings_api.FindingsApiHook",
+                "hook-name": "Security Findings API",
+                "conn-fields": CONN_FIELDS,
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port", "login"],
+                    "relabeling": {"host": "Base URL", "password": "API token"},
+                    "placeholders": {
+                        "host": "https://findings.example.com (or http://127.0.0.1:8900 for the local emulator)",
+                        "password": "token with Web API access enabled",
+                        "deployment_slug": "acme",
+                        "deployment_id": "1",
+                    },
+                },
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Security Findings",
+                "python-modules": [
+                    "findings_provider.hooks.findings_api",
+                    "findings_provider.hooks.warehouse",
+                ],
+            }
+        ],
+        "integrations": [
+            {
+                "integration-name": "Security Findings",
+                "external-doc-url": "https://github.com/findings-airflow/findings-airflow",
+                "tags": ["service"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Security Findings",
+                "python-modules": [
+                    "findings_provider.operators.scans",
+                    "findings_provider.operators.findings",
+                    "findings_provider.operators.triage",
+                    "findings_provider.operators.tickets",
+                ],
+            }
+        ],
+        "sensors": [
+            {"integration-name": "Security Findings", "python-modules": ["findings_provider.sensors.scan"]}
+        ],
+        "triggers": [
+            {"integration-name": "Security Findings", "python-modules": ["findings_provider.triggers.scan"]}
+        ],
+        "extra-links": ["findings_provider.operators.links.ScanLink"],
+    }

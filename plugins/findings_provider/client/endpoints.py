@@ -1,0 +1,225 @@
+"""One definition per API operation, executed by both the sync and the async client.
+
+An ``Endpoint`` says method, path template, which deployment key the path takes (numeric id or slug), the
+response model and whether a retry after an ambiguous failure is safe. A ``Call`` is one prepared request.
+Parsing and error mapping live here too, so the two clients share them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote
+
+import msgspec
+import pydantic
+
+from findings_provider.client import models as m
+from findings_provider.client.errors import (
+    AuthenticationError,
+    DeploymentNotFoundError,
+    FindingsApiError,
+    NotFoundError,
+    PolicyApiRetiredError,
+    RateLimitedError,
+    ResponseDecodeError,
+    ServerError,
+    ValidationError,
+    excerpt,
+)
+
+API = "/api/v1"
+DEP_ID = API + "/deployments/{deployment_id}"
+DEP_SLUG = API + "/deployments/{deployment_slug}"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Static description of one API operation."""
+
+    name: str
+    method: str
+    path: str
+    scope: Literal["id", "slug", "none"]
+    response: type[pydantic.BaseModel]
+    #: Safe to send again when the outcome of an attempt is unknown (False only for ticket creation).
+    idempotent: bool = True
+    #: The deprecated policy API: 410 Gone means it was retired for this deployment.
+    policy_api: bool = False
+
+
+ENDPOINTS: dict[str, Endpoint] = {
+    e.name: e
+    for e in (
+        Endpoint("deployments", "GET", API + "/deployments", "none", m.DeploymentsResponse),
+        Endpoint("dependencies", "POST", DEP_ID + "/dependencies", "id", m.DependenciesPage),
+        Endpoint(
+            "dependency_repositories", "POST", DEP_ID + "/dependencies/repositories", "id", m.RepositoriesPage
+        ),
+        Endpoint("scans_search", "POST", DEP_ID + "/scans/search", "id", m.ScansPage),
+        Endpoint("scan_get", "GET", DEP_ID + "/scan/{scan_id}", "id", m.ScanDetails),
+        Endpoint("policies_list", "GET", DEP_ID + "/policies", "id", m.PoliciesResponse, policy_api=True),
+        Endpoint("policy_rules", "GET", DEP_ID + "/policies/{policy_id}", "id", m.PolicyRulesPage, policy_api=True),
+        Endpoint(
+            "policy_update", "PUT", DEP_ID + "/policies/{policy_id}", "id", m.UpdatePolicyResponse, policy_api=True
+        ),
+        Endpoint("tickets", "POST", DEP_SLUG + "/tickets", "slug", m.TicketResult, idempotent=False),
+        Endpoint("findings", "GET", DEP_SLUG + "/findings", "slug", m.FindingsPage),
+        Endpoint("projects", "GET", DEP_SLUG + "/projects", "slug", m.ProjectsPage),
+        Endpoint(
+            "managed_scan", "PATCH", DEP_SLUG + "/projects/{project_name}/managed-scan", "slug", m.ProjectResponse
+        ),
+        Endpoint("triage", "POST", DEP_SLUG + "/triage", "slug", m.TriageResult),
+        Endpoint("tags_add", "PUT", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse),
+        Endpoint("tags_remove", "DELETE", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse),
+        Endpoint("secrets", "GET", DEP_ID + "/secrets", "id", m.SecretsPage),
+    )
+}
+
+
+@dataclass
+class Call:
+    """One prepared request: an endpoint, its path values, query parameters and JSON body."""
+
+    endpoint: Endpoint
+    path_params: dict[str, str] = field(default_factory=dict)
+    params: list[tuple[str, Any]] | None = None
+    json: Any = None
+    #: Turns the 2xx body into the result; default: the endpoint's pydantic response model.
+    parser: Callable[[bytes], Any] | None = None
+
+    def path(self, deployment_id: str | None, deployment_slug: str | None) -> str:
+        """The URL path with every segment percent-encoded (project names keep their slashes)."""
+        values = {
+            "deployment_id": quote(deployment_id or "", safe=""),
+            "deployment_slug": quote(deployment_slug or "", safe=""),
+        }
+        for key, value in self.path_params.items():
+            values[key] = quote(value, safe="/" if key == "project_name" else "")
+        return self.endpoint.path.format(**values)
+
+    def parse(self, body: bytes) -> Any:
+        if self.parser is not None:
+            return self.parser(body)
+        return parse_model(self.endpoint, body)
+
+
+def decode_json(endpoint: Endpoint, body: bytes) -> Any:
+    """Decode a 2xx JSON body or raise ``ResponseDecodeError`` with an excerpt."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ResponseDecodeError(
+            f"response is not valid JSON ({exc})",
+            endpoint=endpoint.name,
+            body_excerpt=excerpt(body),
+            malformed=True,
+        ) from None
+
+
+def parse_model(endpoint: Endpoint, body: bytes) -> Any:
+    """Decode and validate a 2xx body into the endpoint's response model."""
+    data = decode_json(endpoint, body)
+    try:
+        return endpoint.response.model_validate(data)
+    except pydantic.ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        raise ResponseDecodeError(
+            f"response does not match {endpoint.response.__name__}: field '{where}': {err.get('msg')}",
+            endpoint=endpoint.name,
+            body_excerpt=excerpt(body),
+        ) from None
+
+
+class RawFindingsEnvelope(msgspec.Struct, forbid_unknown_fields=False):
+    findings: list[msgspec.Raw] = []
+
+
+class RawFindingsPage(msgspec.Struct, forbid_unknown_fields=False):
+    """A page of findings whose items stay undecoded (``msgspec.Raw``: the exact bytes of each finding)."""
+
+    sastFindings: RawFindingsEnvelope | None = None
+    scaFindings: RawFindingsEnvelope | None = None
+    findings: list[msgspec.Raw] | None = None
+    secrets: list[msgspec.Raw] | None = None
+    items_: list[msgspec.Raw] | None = msgspec.field(default=None, name="items")
+    cursor: str | int | None = None
+    nextCursor: str | int | None = None
+
+    @property
+    def items(self) -> list[msgspec.Raw]:
+        for flat in (self.findings, self.secrets, self.items_):
+            if flat is not None:
+                return flat
+        out: list[msgspec.Raw] = []
+        for part in (self.sastFindings, self.scaFindings):
+            if part is not None:
+                out.extend(part.findings)
+        return out
+
+    @property
+    def next_cursor(self) -> str | None:
+        value = self.cursor if self.cursor not in (None, "") else self.nextCursor
+        return None if value in (None, "") else str(value)
+
+
+_RAW_DECODER = msgspec.json.Decoder(RawFindingsPage)
+
+
+def raw_findings_parser(endpoint: Endpoint) -> Callable[[bytes], RawFindingsPage]:
+    """A parser that keeps each finding's original bytes (the extraction fast path)."""
+
+    def parse(body: bytes) -> RawFindingsPage:
+        try:
+            return _RAW_DECODER.decode(body)
+        except msgspec.DecodeError as exc:
+            raise ResponseDecodeError(
+                f"findings page is not the documented JSON shape ({exc})",
+                endpoint=endpoint.name,
+                body_excerpt=excerpt(body),
+                malformed=not isinstance(exc, msgspec.ValidationError),
+            ) from None
+
+    return parse
+
+
+def error_for_status(endpoint: Endpoint, status: int, body: bytes, retry_after: float | None) -> FindingsApiError:
+    """Map a non-2xx response to the typed error that says what to do about it."""
+    kw = {"status_code": status, "endpoint": endpoint.name, "body_excerpt": excerpt(body)}
+    if status in (401, 403):
+        return AuthenticationError(
+            "authentication failed: check the API token, and that Web API access is enabled on it "
+            "(deployment settings > Tokens)",
+            **kw,
+        )
+    if status == 404:
+        if endpoint.scope != "none" and _is_deployment_level(endpoint):
+            return DeploymentNotFoundError(
+                "deployment not found, or the API token lacks Web API access (the service answers 404 for both); "
+                "check the connection's deployment id/slug and enable Web API access on the token",
+                **kw,
+            )
+        return NotFoundError(
+            "not found: the object named in the path does not exist, or the deployment was not found "
+            "or the API token lacks Web API access",
+            **kw,
+        )
+    if status == 410 and endpoint.policy_api:
+        return PolicyApiRetiredError(
+            "the policy API was retired for this deployment (410 Gone): it migrated to the newer policy system",
+            **kw,
+        )
+    if status in (400, 422):
+        return ValidationError("the server refused the request as invalid", **kw)
+    if status == 429:
+        return RateLimitedError("rate limited by the server; retries exhausted", retry_after=retry_after, **kw)
+    if status >= 500:
+        return ServerError("server error; retries exhausted", **kw)
+    return FindingsApiError("unexpected response status", **kw)
+
+
+def _is_deployment_level(endpoint: Endpoint) -> bool:
+    """Paths whose only variable is the deployment: a 404 there can only be about the deployment or token."""
+    return endpoint.path.count("{") == 1

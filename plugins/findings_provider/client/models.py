@@ -1,0 +1,616 @@
+"""Typed responses of the findings API (pydantic v2).
+
+Every model keeps unknown fields (the service labels every endpoint experimental and adds fields), accepts the
+loose types the reference warns about, and parses every timestamp shape the service sends into aware UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from findings_provider.client.timeutil import parse_timestamp
+
+
+class StrEnum(str, Enum):
+    """A string enum whose ``str()`` is its value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class IssueType(StrEnum):
+    SAST = "sast"
+    SCA = "sca"
+    SECRETS = "secrets"
+
+
+class FindingStatus(StrEnum):
+    OPEN = "open"
+    FIXED = "fixed"
+    IGNORED = "ignored"
+    REVIEWING = "reviewing"
+    FIXING = "fixing"
+
+
+class Severity(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class Confidence(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class TriageState(StrEnum):
+    """Triage states that bulk triage can set."""
+
+    IGNORED = "ignored"
+    REVIEWING = "reviewing"
+    FIXING = "fixing"
+    REOPENED = "reopened"
+
+
+class TriageReason(StrEnum):
+    ACCEPTABLE_RISK = "acceptable_risk"
+    FALSE_POSITIVE = "false_positive"
+    NO_TIME = "no_time"
+    NO_TRIAGE_REASON = "no_triage_reason"
+
+
+class AutotriageVerdict(StrEnum):
+    TRUE_POSITIVE = "true_positive"
+    FALSE_POSITIVE = "false_positive"
+
+
+class PolicyMode(StrEnum):
+    MONITOR = "MODE_MONITOR"
+    COMMENT = "MODE_COMMENT"
+    BLOCK = "MODE_BLOCK"
+    DISABLED = "MODE_DISABLED"
+
+
+class Product(StrEnum):
+    UNSPECIFIED = "PRODUCT_UNSPECIFIED"
+    SAST = "PRODUCT_SAST"
+    SCA = "PRODUCT_SCA"
+    SECRETS = "PRODUCT_SECRETS"
+    AI_SAST = "PRODUCT_AI_SAST"
+
+
+class Exposure(StrEnum):
+    REACHABLE = "reachable"
+    ALWAYS_REACHABLE = "always_reachable"
+    CONDITIONALLY_REACHABLE = "conditionally_reachable"
+    UNREACHABLE = "unreachable"
+    UNKNOWN = "unknown"
+
+
+class Transitivity(StrEnum):
+    DIRECT = "direct"
+    TRANSITIVE = "transitive"
+    UNKNOWN = "unknown"
+
+
+class ScanStatus(StrEnum):
+    """Every scan status the service is known to report, mapped explicitly."""
+
+    PENDING = "SCAN_STATUS_PENDING"
+    RUNNING = "SCAN_STATUS_RUNNING"
+    COMPLETED = "SCAN_STATUS_COMPLETED"
+    ERROR = "SCAN_STATUS_ERROR"
+    NEVER_FINISHED = "SCAN_STATUS_NEVER_FINISHED"
+    CANCELLED = "SCAN_STATUS_CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when the scan will not change any more."""
+        return self not in (ScanStatus.PENDING, ScanStatus.RUNNING)
+
+    @property
+    def is_success(self) -> bool:
+        return self is ScanStatus.COMPLETED
+
+    @property
+    def is_failure(self) -> bool:
+        """Terminal and not successful: error, never finished or cancelled."""
+        return self.is_terminal and not self.is_success
+
+    @classmethod
+    def parse(cls, value: str) -> ScanStatus:
+        """Map a status string; an unknown value raises ``UnknownScanStatusError`` naming it."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise UnknownScanStatusError(value) from None
+
+
+class UnknownScanStatusError(ValueError):
+    """The service reported a scan status this client does not know."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        known = ", ".join(s.value for s in ScanStatus)
+        super().__init__(f"unknown scan status {value!r}; known statuses: {known}")
+
+
+#: A timestamp in any shape the service sends, parsed to aware UTC (None stays None).
+Timestamp = Annotated[datetime | None, BeforeValidator(parse_timestamp)]
+
+
+def _as_list(value: Any) -> Any:
+    """Accept a single string where a list of strings is documented (``vulnerabilityClass``)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+StrList = Annotated[list[str], BeforeValidator(_as_list)]
+
+
+def _as_str(value: Any) -> Any:
+    """Accept numbers where the reference carries an id as a string (ids are strings on one endpoint, ints on another)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
+IdStr = Annotated[str, BeforeValidator(_as_str)]
+
+
+def text_of(value: Any) -> str | None:
+    """Return the text of a loosely typed value (``commit_title`` may be a string or an object)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("value", "text", "title", "string"):
+            if isinstance(value.get(key), str):
+                return value[key]
+        return next((v for v in value.values() if isinstance(v, str)), None)
+    if isinstance(value, list):
+        return " ".join(t for t in (text_of(v) for v in value) if t)
+    return str(value)
+
+
+class ApiModel(BaseModel):
+    """Base of every response model: unknown fields are kept, never an error."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=False)
+
+
+# --- deployments --------------------------------------------------------------------------------------------
+
+
+class Deployment(ApiModel):
+    id: IdStr | None = None
+    slug: str | None = None
+    name: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            data.setdefault("id", data.get("deploymentId"))
+            data.setdefault("slug", data.get("deploymentSlug"))
+        return data
+
+
+class DeploymentsResponse(ApiModel):
+    deployments: list[Deployment] = Field(default_factory=list)
+
+
+# --- dependencies ---------------------------------------------------------------------------------------------
+
+
+class Dependency(ApiModel):
+    id: IdStr | None = None
+    name: str | None = None
+    version: str | None = None
+
+
+class DependenciesPage(ApiModel):
+    dependencies: list[Dependency] = Field(default_factory=list)
+    cursor: IdStr | None = None
+    hasMore: bool | None = None
+
+    @property
+    def items(self) -> list[Dependency]:
+        return self.dependencies
+
+
+class RepositorySummary(ApiModel):
+    id: int | None = None
+    name: str | None = None
+    numDependencies: int | None = None
+    hasDependencyPathScan: bool | None = None
+
+
+class RepositoriesPage(ApiModel):
+    repositorySummaries: list[RepositorySummary] = Field(default_factory=list)
+    cursor: IdStr | None = None
+    hasMore: bool | None = None
+
+    @property
+    def items(self) -> list[RepositorySummary]:
+        return self.repositorySummaries
+
+
+# --- scans --------------------------------------------------------------------------------------------------
+
+
+class FindingsCounts(ApiModel):
+    code: int | None = None
+    secrets: int | None = None
+    supply_chain: int | None = None
+    total: int | None = None
+
+
+class Scan(ApiModel):
+    """A scan as returned by scan search (4.3): carries ``status``."""
+
+    id: IdStr
+    deployment_id: IdStr | None = None
+    repository_id: IdStr | None = None
+    branch: str | None = None
+    commit: str | None = None
+    started_at: Timestamp = None
+    completed_at: Timestamp = None
+    status: str | None = None
+    exit_code: int | None = None
+    is_full_scan: bool | None = None
+    enabled_products: list[str] = Field(default_factory=list)
+    findings_counts: FindingsCounts | None = None
+    total_time: float | None = None
+
+    @property
+    def scan_status(self) -> ScanStatus:
+        """The status as an enum; raises ``UnknownScanStatusError`` for a value this client does not know."""
+        return ScanStatus.parse(self.status or "")
+
+
+class ScansPage(ApiModel):
+    scans: list[Scan] = Field(default_factory=list)
+    cursor: str | None = None
+
+    @property
+    def items(self) -> list[Scan]:
+        return self.scans
+
+
+class ScanMeta(ApiModel):
+    branch: str | None = None
+    commit: str | None = None
+    config: Any = None
+    repo_url: str | None = None
+    ci_job_url: str | None = None
+    repository: str | None = None
+    commit_title: Any = None
+    pull_request_id: int | None = None
+    pull_request_title: Any = None
+    commit_author_name: str | None = None
+    commit_author_email: str | None = None
+    commit_author_username: str | None = None
+    commit_author_image_url: str | None = None
+    pull_request_author_username: str | None = None
+    pull_request_author_image_url: str | None = None
+
+    @property
+    def commit_title_text(self) -> str | None:
+        return text_of(self.commit_title)
+
+
+class ScanStats(ApiModel):
+    findings: int | None = None
+    total_time: float | None = None
+
+
+#: A scan with no completion report after this long is never finished (reference 3.1).
+NEVER_FINISHED_AFTER = timedelta(hours=1)
+
+
+class ScanDetails(ApiModel):
+    """One scan (4.4). The service sends no status here; ``status`` derives it (see api-notes)."""
+
+    id: IdStr
+    deployment_id: IdStr | None = None
+    repository_id: IdStr | None = None
+    started_at: Timestamp = None
+    completed_at: Timestamp = None
+    enabled_products: list[str] = Field(default_factory=list)
+    exit_code: int | None = None
+    has_logs: bool | None = None
+    stats: ScanStats | None = None
+    meta: ScanMeta = Field(default_factory=ScanMeta)
+
+    def derive_status(self, now: datetime | None = None) -> ScanStatus:
+        """Derive the status: an explicit ``status`` field wins (mapped strictly), else the reference's rules."""
+        explicit = (self.model_extra or {}).get("status")
+        if explicit:
+            return ScanStatus.parse(explicit)
+        if self.completed_at is not None:
+            return ScanStatus.COMPLETED if self.exit_code in (0, 1) else ScanStatus.ERROR
+        now = now or datetime.now(timezone.utc)
+        if self.started_at is not None and now - self.started_at > NEVER_FINISHED_AFTER:
+            return ScanStatus.NEVER_FINISHED
+        return ScanStatus.RUNNING
+
+    @property
+    def status(self) -> ScanStatus:
+        return self.derive_status()
+
+
+# --- policies -----------------------------------------------------------------------------------------------
+
+
+class Policy(ApiModel):
+    id: IdStr | None = None
+    name: str | None = None
+    slug: str | None = None
+    isDefault: bool | None = None
+    productType: str | None = None
+
+
+class PoliciesResponse(ApiModel):
+    policies: list[Policy] = Field(default_factory=list)
+
+
+class Rule(ApiModel):
+    id: IdStr | None = None
+    path: str | None = None
+    category: str | None = None
+    confidence: str | None = None
+    severity: str | None = None
+    source: str | None = None
+    policyMode: str | None = None
+    languages: StrList = Field(default_factory=list)
+    technologies: StrList = Field(default_factory=list)
+    cweCategories: StrList = Field(default_factory=list)
+    owaspCategories: StrList = Field(default_factory=list)
+    vulnerabilityClass: StrList = Field(default_factory=list)
+    rulesets: StrList = Field(default_factory=list)
+    registryMaintainer: str | None = None
+    lastChangeAt: Timestamp = None
+    lastChangeBy: str | None = None
+    url: str | None = None
+    hasValidators: bool | None = None
+    secretType: str | None = None
+
+
+class PolicyRulesPage(ApiModel):
+    policy: Policy | None = None
+    rules: list[Rule] = Field(default_factory=list)
+    cursor: str | None = None
+
+    @property
+    def items(self) -> list[Rule]:
+        return self.rules
+
+
+class UpdatePolicyResponse(ApiModel):
+    policyId: IdStr | None = None
+    updatedRule: Rule | None = None
+
+
+# --- findings -----------------------------------------------------------------------------------------------
+
+
+class Location(ApiModel):
+    filePath: str | None = None
+    line: int | None = None
+    column: int | None = None
+    endLine: int | None = None
+    endColumn: int | None = None
+
+
+class ExternalTicket(ApiModel):
+    id: int | None = None
+    externalSlug: str | None = None
+    url: str | None = None
+    linkedIssueIds: list[int] = Field(default_factory=list)
+
+
+class Repository(ApiModel):
+    name: str | None = None
+    url: str | None = None
+
+
+class FindingRule(ApiModel):
+    name: str | None = None
+    message: str | None = None
+    category: str | None = None
+    confidence: str | None = None
+    cweNames: StrList = Field(default_factory=list)
+    owaspNames: StrList = Field(default_factory=list)
+    subcategories: StrList = Field(default_factory=list)
+    vulnerabilityClasses: StrList = Field(default_factory=list)
+
+
+class Autotriage(ApiModel):
+    verdict: str | None = None
+    reason: str | None = None
+
+
+class Assistant(ApiModel):
+    autotriage: Autotriage | None = None
+    autofix: dict[str, Any] | None = None
+    component: dict[str, Any] | None = None
+    guidance: dict[str, Any] | None = None
+    rule_explanation: dict[str, Any] | None = None
+
+
+class Finding(ApiModel):
+    """A code, supply-chain or secrets finding: the common fields plus every type-specific one (optional)."""
+
+    id: int
+    categories: StrList = Field(default_factory=list)
+    confidence: str | None = None
+    severity: str | None = None
+    created_at: Timestamp = None
+    relevant_since: Timestamp = None
+    first_seen_scan_id: int | None = None
+    match_based_id: str | None = None
+    syntactic_id: str | None = None
+    ref: str | None = None
+    repository: Repository | None = None
+    location: Location | None = None
+    line_of_code_url: str | None = None
+    external_ticket: ExternalTicket | None = None
+    review_comments: list[dict[str, Any]] = Field(default_factory=list)
+    rule: FindingRule | None = None
+    rule_name: str | None = None
+    rule_message: str | None = None
+    state: str | None = None
+    state_updated_at: Timestamp = None
+    status: str | None = None
+    triage_state: str | None = None
+    triage_reason: str | None = None
+    triage_comment: str | None = None
+    triaged_at: Timestamp = None
+    # code (sast)
+    sourcing_policy: dict[str, Any] | None = None
+    click_to_fix_prs: list[dict[str, Any]] = Field(default_factory=list)
+    click_to_fix_failures: list[dict[str, Any]] = Field(default_factory=list)
+    assistant: Assistant | None = None
+    # supply chain (sca)
+    epss_score: dict[str, Any] | None = None
+    fix_recommendations: list[dict[str, Any]] = Field(default_factory=list)
+    found_dependency: dict[str, Any] | None = None
+    is_malicious: bool | None = None
+    reachability: str | None = None
+    reachable_condition: str | None = None
+    usage: dict[str, Any] | None = None
+    vulnerability_identifier: str | None = None
+
+    @property
+    def autotriage_verdict(self) -> str | None:
+        if self.assistant and self.assistant.autotriage:
+            return self.assistant.autotriage.verdict
+        return None
+
+    @property
+    def ticket_id(self) -> int | None:
+        return self.external_ticket.id if self.external_ticket else None
+
+
+class FindingsList(ApiModel):
+    findings: list[Finding] = Field(default_factory=list)
+
+
+class FindingsPage(ApiModel):
+    """A page of findings in either shape: per-type objects (the reference) or a flat ``findings`` list."""
+
+    sastFindings: FindingsList | None = None
+    scaFindings: FindingsList | None = None
+    flat: list[Finding] | None = Field(default=None, alias="findings")
+
+    @property
+    def items(self) -> list[Finding]:
+        if self.flat is not None:
+            return self.flat
+        out: list[Finding] = []
+        for part in (self.sastFindings, self.scaFindings):
+            if part is not None:
+                out.extend(part.findings)
+        return out
+
+
+class SecretsPage(ApiModel):
+    """A page of secrets findings. The reference does not show the field names: accept the likely ones."""
+
+    items_: list[Finding] = Field(default_factory=list, alias="findings")
+    cursor: IdStr | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "findings" not in data:
+            for key in ("secrets", "secretFindings", "items"):
+                if isinstance(data.get(key), list):
+                    data = {**data, "findings": data[key]}
+                    break
+            if "cursor" not in data:
+                data = {**data, "cursor": data.get("nextCursor") or data.get("next_cursor")}
+        return data
+
+    @property
+    def items(self) -> list[Finding]:
+        return self.items_
+
+
+# --- triage and tickets -------------------------------------------------------------------------------------
+
+
+class TriageResult(ApiModel):
+    num_triaged: int
+    triaged_issues: list[int] = Field(default_factory=list)
+
+
+class TicketFailed(ApiModel):
+    error: str | None = None
+    issue_ids: list[int] = Field(default_factory=list)
+
+
+class TicketSkipped(ApiModel):
+    reason: str | None = None
+    issue_ids: list[int] = Field(default_factory=list)
+
+
+class TicketSucceeded(ApiModel):
+    ticket_id: int | None = None
+    ticket_url: str | None = None
+    external_slug: str | None = None
+    issue_ids: list[int] = Field(default_factory=list)
+
+
+class TicketResult(ApiModel):
+    failed: list[TicketFailed] = Field(default_factory=list)
+    skipped: list[TicketSkipped] = Field(default_factory=list)
+    succeeded: list[TicketSucceeded] = Field(default_factory=list)
+
+
+# --- projects -----------------------------------------------------------------------------------------------
+
+
+class ScanToggle(ApiModel):
+    enabled: bool | None = None
+
+
+class ManagedScanConfig(ApiModel):
+    diff_scan: ScanToggle | None = None
+    full_scan: ScanToggle | None = None
+
+
+class Project(ApiModel):
+    id: int | None = None
+    name: str
+    tags: list[str] = Field(default_factory=list)
+    created_at: Timestamp = None
+    default_branch: str | None = None
+    primary_branch: str | None = None
+    latest_scan_at: Timestamp = None
+    url: str | None = None
+    managed_scan_config: ManagedScanConfig | None = None
+
+
+class ProjectResponse(ApiModel):
+    project: Project
+
+
+class ProjectsPage(ApiModel):
+    projects: list[Project] = Field(default_factory=list)
+
+    @property
+    def items(self) -> list[Project]:
+        return self.projects

@@ -1,0 +1,364 @@
+"""Request models: validation of every input before a request is sent.
+
+Limits come from section 8 of the reference, the triage rules from the notes on the real service. A refused input
+raises ``ValidationError`` naming the field, the value given and what is allowed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from findings_provider.client.errors import ValidationError
+from findings_provider.client.models import (
+    AutotriageVerdict,
+    Confidence,
+    Exposure,
+    FindingStatus,
+    IssueType,
+    PolicyMode,
+    Product,
+    ScanStatus,
+    Severity,
+    Transitivity,
+    TriageReason,
+    TriageState,
+)
+from findings_provider.client.timeutil import to_epoch_seconds, to_iso
+
+UINT32_MAX = 2**32 - 1
+NOTE_MAX_CHARS = 3000
+
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+Digits = Annotated[str, StringConstraints(pattern=r"^[0-9]+$")]
+UInt32 = Annotated[int, Field(ge=0, le=UINT32_MAX)]
+
+
+def validate(model: type[BaseModel], what: str, **values: Any) -> Any:
+    """Build ``model`` from ``values`` or raise ``ValidationError`` naming field, value and what is allowed."""
+    try:
+        return model.model_validate(values)
+    except pydantic.ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = ".".join(str(p) for p in err.get("loc", ())) or None
+        given = err.get("input")
+        msg = err.get("msg", "invalid")
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        if field and isinstance(given, dict) and field.split(".")[-1] not in given:
+            text = f"{what}: field '{field}': {msg}"
+        else:
+            text = f"{what}: field '{field}' = {given!r}: {msg}" if field else f"{what}: {msg}"
+        extra = len(exc.errors()) - 1
+        if extra:
+            text += f" (and {extra} more error{'s' if extra > 1 else ''})"
+        raise ValidationError(text, field=field) from None
+
+
+class RequestModel(BaseModel):
+    """Base of request models: unknown keyword arguments are refused (a typo must not become a no-op filter)."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=True, populate_by_name=True)
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: set fields only, enums as values, ``None`` dropped."""
+        return self.model_dump(mode="json", exclude_none=True, by_alias=True, exclude=self._not_sent())
+
+    def _not_sent(self) -> set[str]:
+        return set()
+
+
+# --- findings listing (4.8) -----------------------------------------------------------------------------------
+
+SAST_ONLY_FILTERS = ("policies", "rules", "categories", "confidence", "autotriage_verdict")
+SCA_ONLY_FILTERS = ("exposures", "transitivities", "is_malicious")
+
+
+class FindingsQuery(RequestModel):
+    """Query of ``GET .../findings``: validation of section 8 and of the per-type filters."""
+
+    issue_type: Literal["sast", "sca"] = "sast"
+    since: float | None = None
+    page: UInt32 = 0
+    page_size: int = Field(default=100, ge=100, le=3000)
+    dedup: bool | None = None
+    repos: list[NonEmptyStr] | None = None
+    repository_ids: list[UInt32] | None = None
+    status: FindingStatus | None = None
+    triage_reasons: list[TriageReason] | None = None
+    severities: list[Severity] | None = None
+    ref: str | None = None
+    policies: list[Literal["rule-board-audit", "rule-board-pr-comments", "rule-board-block"]] | None = None
+    rules: list[NonEmptyStr] | None = None
+    categories: list[NonEmptyStr] | None = None
+    confidence: Confidence | None = None
+    autotriage_verdict: AutotriageVerdict | None = None
+    component_tags: list[NonEmptyStr] | None = None
+    exposures: list[Exposure] | None = None
+    transitivities: list[Transitivity] | None = None
+    is_malicious: bool | None = None
+    click_to_fix_pr_state: list[Literal["open", "merged"]] | None = None
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _since(cls, value: Any) -> Any:
+        return None if value is None else to_epoch_seconds(value) if isinstance(value, datetime) else value
+
+    @model_validator(mode="after")
+    def _per_type_filters(self) -> FindingsQuery:
+        wrong = SCA_ONLY_FILTERS if self.issue_type == "sast" else SAST_ONLY_FILTERS
+        for name in wrong:
+            if getattr(self, name) is not None:
+                raise ValueError(
+                    f"filter '{name}' applies only to issue_type "
+                    f"'{'sca' if self.issue_type == 'sast' else 'sast'}', not '{self.issue_type}'"
+                )
+        return self
+
+    def params(self) -> list[tuple[str, Any]]:
+        """Query parameters: arrays as repeated keys, booleans as ``true``/``false``."""
+        out: list[tuple[str, Any]] = []
+        for key, value in self.body().items():
+            if isinstance(value, list):
+                out.extend((key, v) for v in value)
+            elif isinstance(value, bool):
+                out.append((key, "true" if value else "false"))
+            else:
+                out.append((key, value))
+        return out
+
+
+# --- selection shared by triage and tickets (4.11) ------------------------------------------------------------
+
+
+class Selection(RequestModel):
+    """The filters of section 4.11. Either ``issue_ids`` or at least one filter selects findings."""
+
+    issue_type: IssueType
+    autotriage_verdict: AutotriageVerdict | None = None
+    categories: list[NonEmptyStr] | None = None
+    component_tags: list[NonEmptyStr] | None = None
+    confidence: Confidence | None = None
+    dependencies: list[NonEmptyStr] | None = None
+    deploymentSlug: str | None = None
+    epss_probability: list[NonEmptyStr] | None = None
+    exposures: list[Exposure] | None = None
+    include_historical: bool | None = None
+    policies: list[NonEmptyStr] | None = None
+    policy_mode: list[NonEmptyStr] | None = None
+    pro_only: bool | None = None
+    project_tags: list[NonEmptyStr] | None = None
+    ref: str | None = None
+    repos: list[NonEmptyStr] | None = None
+    repository_visibility: list[Literal["public", "private"]] | None = None
+    rules: list[NonEmptyStr] | None = None
+    ruleset: list[NonEmptyStr] | None = None
+    secret_types: list[NonEmptyStr] | None = None
+    severities: list[Severity] | None = None
+    since: Digits | None = None
+    status: FindingStatus | None = None
+    transitivities: list[Literal["direct", "transitive"]] | None = None
+    triage_reasons: list[TriageReason] | None = None
+    validation_state: list[Literal["valid", "invalid"]] | None = None
+    #: Explicit opt-in to send a request with neither ``issue_ids`` nor any filter (never sent to the server).
+    allow_unfiltered: bool = False
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _since(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            raise ValueError("expected epoch seconds")
+        return str(int(to_epoch_seconds(value)))
+
+    @model_validator(mode="after")
+    def _needs_selection(self) -> Selection:
+        issue_ids = getattr(self, "issue_ids", None)
+        if issue_ids is not None and len(issue_ids) == 0:
+            raise ValueError("issue_ids is empty; give at least one id, or leave it out and use filters")
+        if issue_ids is None and not self.filters() and not self.allow_unfiltered:
+            raise ValueError(
+                "neither issue_ids nor any filter was given: the request would select every finding; "
+                "give issue_ids or a filter, or pass allow_unfiltered=True to do that on purpose"
+            )
+        return self
+
+    def filters(self) -> dict[str, Any]:
+        """The filters that are set (``deploymentSlug`` is not a filter)."""
+        return {
+            name: value
+            for name in SELECTION_FILTERS
+            if (value := getattr(self, name)) is not None and value != []
+        }
+
+    def _not_sent(self) -> set[str]:
+        return {"allow_unfiltered"}
+
+
+SELECTION_FILTERS = tuple(
+    name for name in Selection.model_fields if name not in ("issue_type", "deploymentSlug", "allow_unfiltered")
+)
+
+
+class TriageRequest(Selection):
+    """Body of bulk triage (4.10), with the rules the server enforces checked before sending."""
+
+    issue_ids: list[UInt32] | None = None
+    limit: int = Field(default=3000, ge=1, le=3000)
+    new_note: str | None = Field(default=None, max_length=NOTE_MAX_CHARS)
+    new_triage_reason: TriageReason | None = None
+    new_triage_state: TriageState | None = None
+
+    @model_validator(mode="after")
+    def _triage_rules(self) -> TriageRequest:
+        if self.new_triage_state is None and self.new_note is None:
+            raise ValueError("one of new_triage_state or new_note is required")
+        if self.new_triage_reason is not None and self.new_triage_state != TriageState.IGNORED.value:
+            raise ValueError(
+                f"new_triage_reason={self.new_triage_reason!r} is only allowed with new_triage_state='ignored', "
+                f"not {self.new_triage_state!r}"
+            )
+        return self
+
+
+class TicketRequest(Selection):
+    """Body of ticket creation (4.7). ``issue_ids`` are strings of digits here."""
+
+    issue_ids: list[Digits] | None = None
+    group_issues: bool = True
+    tracker_project_id: Digits | None = None
+    limit: int = Field(default=20, ge=1, le=20)
+
+    @field_validator("issue_ids", mode="before")
+    @classmethod
+    def _ids_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple, set)):
+            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
+
+    def body_with_tracker_field(self, tracker_field: str) -> dict[str, Any]:
+        """The body, with the tracker project under the field name the deployment's tracker uses."""
+        body = self.body()
+        if "tracker_project_id" in body and tracker_field != "tracker_project_id":
+            body[tracker_field] = body.pop("tracker_project_id")
+        return body
+
+
+# --- scans (4.3) ----------------------------------------------------------------------------------------------
+
+
+class TimeRange(RequestModel):
+    min: float | None = None
+    max: float | None = None
+
+
+class ScanSearch(RequestModel):
+    branch: str | None = None
+    cursor: str | None = None
+    deploymentId: str | None = None
+    is_full_scan: bool | None = None
+    limit: int = Field(default=100, ge=1, le=500)
+    products: list[Product] | None = None
+    repository_id: UInt32 | None = None
+    since: str | None = None
+    statuses: list[ScanStatus] | None = None
+    total_time: TimeRange | None = None
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _since(cls, value: Any) -> Any:
+        return None if value is None else to_iso(value)
+
+    def body(self) -> dict[str, Any]:
+        body = super().body()
+        if "is_full_scan" in body:  # the reference types it as an integer flag
+            body["is_full_scan"] = int(body["is_full_scan"])
+        return body
+
+
+# --- dependencies (4.1, 4.2) ----------------------------------------------------------------------------------
+
+
+class PackageFilter(RequestModel):
+    exactNameMatch: bool | None = None
+    exactVersion: str | None = None
+    name: str | None = None
+    versionLowerBound: str | None = None
+    versionUpperBound: str | None = None
+
+
+class DependencyFilter(RequestModel):
+    license: list[NonEmptyStr] | None = None
+    lockfilePath: str | None = None
+    name: str | None = None
+    packageFilters: list[PackageFilter] | None = None
+    repositoryId: list[int] | None = None
+    version: str | None = None
+
+
+class DependenciesQuery(RequestModel):
+    cursor: Digits | None = None
+    dependencyFilter: DependencyFilter | None = None
+    deploymentId: str | None = None
+    pageSize: int = Field(default=1000, ge=1, le=10000)
+
+
+class RepositoriesQuery(RequestModel):
+    cursor: UInt32 | None = None
+    dependencyFilter: DependencyFilter | None = None
+    deploymentId: str | None = None
+    pageSize: int = Field(default=5, ge=1, le=100)
+
+
+# --- policies (4.5, 4.6) --------------------------------------------------------------------------------------
+
+
+class PolicyRulesQuery(RequestModel):
+    cursor: str | None = None
+    limit: int = Field(default=500, ge=1, le=2000)
+
+
+class UpdatePolicy(RequestModel):
+    deploymentId: str | None = None
+    policyId: Digits
+    policyMode: PolicyMode
+    rulePath: NonEmptyStr
+
+
+# --- projects (4.9, 4.12, 4.13) and secrets (4.15) ------------------------------------------------------------
+
+
+class Toggle(RequestModel):
+    enabled: bool
+
+
+class ManagedScanUpdate(RequestModel):
+    deploymentSlug: str | None = None
+    projectName: NonEmptyStr
+    diff_scan: Toggle | None = None
+    full_scan: Toggle | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> ManagedScanUpdate:
+        if self.diff_scan is None and self.full_scan is None:
+            raise ValueError("give diff_scan or full_scan (or both); nothing to change")
+        return self
+
+
+class Tags(RequestModel):
+    project_name: NonEmptyStr
+    tags: list[NonEmptyStr] = Field(min_length=1)
+
+
+class ProjectsQuery(RequestModel):
+    page: UInt32 = 0
+    page_size: int = Field(default=100, ge=1, le=3000)
+
+
+class SecretsQuery(RequestModel):
+    cursor: str | None = None
+    limit: int = Field(default=100, ge=1, le=3000)

@@ -1,0 +1,131 @@
+"""Airflow hook: turns a ``findings_api`` connection into a findings API client."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from findings_provider.client import AsyncFindingsClient, FindingsApiError, FindingsClient
+
+CONNECTION_TYPE = "findings_api"
+DEFAULT_CONN_ID = "findings_api_default"
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"connection extra '{name}' = {value!r} is not a boolean; use true or false")
+
+
+def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """Client keyword arguments from a connection's host and extras (everything but the token)."""
+    if not host:
+        raise ValueError("the connection has no host: set it to the API base URL, e.g. https://findings.example.com")
+    opts: dict[str, Any] = {
+        "base_url": host if "://" in host else f"https://{host}",
+        "deployment_id": extra.get("deployment_id") or None,
+        "deployment_slug": extra.get("deployment_slug") or None,
+    }
+    if extra.get("timeout") not in (None, ""):
+        opts["timeout"] = float(extra["timeout"])
+    if extra.get("max_retries") not in (None, ""):
+        opts["max_retries"] = int(extra["max_retries"])
+    if "allow_insecure_http" in extra:
+        opts["allow_insecure_http"] = _as_bool("allow_insecure_http", extra["allow_insecure_http"])
+    verify = extra.get("verify")
+    if verify not in (None, ""):
+        is_flag = isinstance(verify, bool) or str(verify).strip().lower() in ("true", "false", "1", "0")
+        opts["verify"] = _as_bool("verify", verify) if is_flag else str(verify)  # else: a CA bundle path
+    if extra.get("tracker_project_field"):
+        opts["tracker_project_field"] = str(extra["tracker_project_field"])
+    return opts
+
+
+class FindingsApiHook(BaseHook):
+    """Interact with the security findings management API.
+
+    :param findings_conn_id: id of a ``findings_api`` connection: host = base URL, password = API token, extras
+        ``deployment_slug``, ``deployment_id``, and optionally ``timeout``, ``verify``, ``max_retries``,
+        ``allow_insecure_http``, ``tracker_project_field``.
+    """
+
+    conn_name_attr = "findings_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = CONNECTION_TYPE
+    hook_name = "Security Findings API"
+
+    def __init__(self, findings_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.findings_conn_id = findings_conn_id
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Connection form for Airflow 3.1 (3.2+ reads the same from the provider info)."""
+        return UI_FIELD_BEHAVIOUR
+
+    @staticmethod
+    def _options(conn: Any) -> tuple[dict[str, Any], str]:
+        extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else json.loads(conn.extra or "{}")
+        return client_options(conn.host, extra), conn.password or ""
+
+    def _mask(self, token: str) -> None:
+        if token:
+            from airflow.sdk.log import mask_secret
+
+            mask_secret(token)
+
+    @cached_property
+    def client(self) -> FindingsClient:
+        """The pooled synchronous client (built on first use; no I/O in ``__init__``)."""
+        opts, token = self._options(self.get_connection(self.findings_conn_id))
+        self._mask(token)
+        return FindingsClient(token=token, **opts)
+
+    def get_conn(self) -> FindingsClient:
+        return self.client
+
+    async def get_async_client(self) -> AsyncFindingsClient:
+        """A new asynchronous client (for triggers); the caller closes it (``async with``)."""
+        opts, token = self._options(await self.aget_connection(self.findings_conn_id))
+        self._mask(token)
+        return AsyncFindingsClient(token=token, **opts)
+
+    def close(self) -> None:
+        if "client" in self.__dict__:
+            self.client.close()
+            del self.__dict__["client"]
+
+    def test_connection(self) -> tuple[bool, str]:
+        """One cheap authenticated call: list deployments and resolve the configured one."""
+        try:
+            client = self.client
+            deployment = client.resolve_deployment()
+        except (FindingsApiError, ValueError) as exc:
+            return False, f"Connection failed: {exc}"
+        finally:
+            self.close()
+        return True, (
+            f"Connected to {client.base_url}: deployment {deployment.slug!r} (id {deployment.id}) "
+            "reachable with Web API access"
+        )
+
+
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden_fields": ["schema", "port", "login"],
+    "relabeling": {"host": "Base URL", "password": "API token"},
+    "placeholders": {
+        "host": "https://findings.example.com (or http://127.0.0.1:8900 for the local emulator)",
+        "password": "token with Web API access enabled",
+        "deployment_slug": "acme",
+        "deployment_id": "1",
+        "extra": '{"timeout": 30, "max_retries": 4}',
+    },
+}

@@ -1,0 +1,225 @@
+"""Tables of the findings warehouse, portable between SQLite and PostgreSQL.
+
+Timestamps use :class:`UtcDateTime`: ``timestamptz`` on PostgreSQL, canonical UTC text on SQLite (see
+:mod:`.timestamps`); both read back as aware UTC datetimes. JSON payloads other than ``raw`` use
+:class:`JsonText` (JSON text in a text column). ``raw`` holds each object's JSON exactly as received.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.types import TypeEngine
+
+from .timestamps import utc_datetime, utc_now_text
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetime: ``timestamptz`` on PostgreSQL, fixed-width ISO 8601 UTC text on SQLite."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """Use text on SQLite (which has no timestamp type), ``timestamptz`` elsewhere."""
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(String(32))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        """Accept an aware datetime or an ISO 8601 string; a naive one is taken as UTC."""
+        if value is None:
+            return None
+        moment = utc_datetime(value)
+        if moment is None:
+            raise ValueError(f"not a timestamp: {value!r}")
+        if dialect.name == "sqlite":
+            return moment.isoformat(" ", "microseconds")
+        return moment
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        """Return an aware UTC datetime."""
+        return None if value is None else utc_datetime(value)
+
+
+class JsonText(TypeDecorator[Any]):
+    """Any JSON-serialisable value, stored as JSON text (orjson)."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        """Encode the value as JSON text; None is SQL NULL."""
+        return None if value is None else orjson.dumps(value).decode()
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        """Decode the JSON text."""
+        return None if value is None else orjson.loads(value)
+
+
+def _created_at() -> Column[datetime]:
+    return Column("created_at", UtcDateTime, nullable=False, default=utc_now_text)
+
+
+def _synced_at() -> Column[datetime]:
+    return Column("synced_at", UtcDateTime, nullable=False)
+
+
+metadata = MetaData()
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("issue_type", Text, nullable=False),
+    Column("id", BigInteger, nullable=False, autoincrement=False),
+    Column("repository_name", Text),
+    Column("ref", Text),
+    Column("rule_name", Text),
+    Column("severity", Text),
+    Column("confidence", Text),
+    Column("status", Text),
+    Column("triage_state", Text),
+    Column("triage_reason", Text),
+    Column("autotriage_verdict", Text),
+    Column("reachability", Text),
+    Column("match_based_id", Text),
+    Column("relevant_since", UtcDateTime),
+    Column("external_ticket_id", BigInteger),
+    Column("first_seen_scan_id", BigInteger),
+    Column("raw", Text, nullable=False),
+    _synced_at(),
+    PrimaryKeyConstraint("issue_type", "id", name="pk_findings"),
+    Index("ix_findings_type_status", "issue_type", "status"),
+    Index("ix_findings_type_verdict", "issue_type", "autotriage_verdict"),
+    Index("ix_findings_external_ticket", "external_ticket_id"),
+)
+
+scans = Table(
+    "scans",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("repository_id", Text),
+    Column("branch", Text),
+    Column("commit", Text),
+    Column("status", Text),
+    Column("exit_code", Integer),
+    Column("started_at", UtcDateTime),
+    Column("completed_at", UtcDateTime),
+    Column("is_full_scan", Boolean),
+    Column("raw", Text, nullable=False),
+    _synced_at(),
+    Index("ix_scans_status", "status"),
+)
+
+triage_actions = Table(
+    "triage_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Text),
+    Column("dag_id", Text),
+    Column("issue_type", Text, nullable=False),
+    Column("dry_run", Boolean, nullable=False),
+    Column("issue_ids", JsonText),
+    Column("request", JsonText),
+    Column("response", JsonText),
+    Column("num_triaged", Integer),
+    Column("status", Text, nullable=False),
+    Column("error", Text),
+    _created_at(),
+)
+
+ticket_actions = Table(
+    "ticket_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Text),
+    Column("issue_type", Text, nullable=False),
+    Column("finding_id", BigInteger, nullable=False),
+    Column("outcome", Text, nullable=False),
+    Column("ticket_id", BigInteger),
+    Column("ticket_url", Text),
+    Column("external_slug", Text),
+    Column("message", Text),
+    _created_at(),
+    Index("ix_ticket_actions_finding", "issue_type", "finding_id"),
+)
+
+pipeline_state = Table(
+    "pipeline_state",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", JsonText),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+policy_rules = Table(
+    "policy_rules",
+    metadata,
+    Column("policy_id", Text, nullable=False),
+    Column("id", Text, nullable=False),
+    Column("path", Text),
+    Column("policy_mode", Text),
+    Column("severity", Text),
+    Column("category", Text),
+    Column("confidence", Text),
+    Column("source", Text),
+    Column("raw", Text, nullable=False),
+    _synced_at(),
+    PrimaryKeyConstraint("policy_id", "id", name="pk_policy_rules"),
+)
+
+policy_changes = Table(
+    "policy_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Text),
+    Column("policy_id", Text, nullable=False),
+    Column("rule_path", Text, nullable=False),
+    Column("previous_mode", Text),
+    Column("new_mode", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("response", JsonText),
+    _created_at(),
+)
+
+dependencies = Table(
+    "dependencies",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("name", Text),
+    Column("version", Text),
+    Column("ecosystem", Text),
+    Column("license", Text),
+    Column("lockfile_path", Text),
+    Column("repository_id", Text),
+    Column("raw", Text, nullable=False),
+    _synced_at(),
+)
+
+dependency_repositories = Table(
+    "dependency_repositories",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("name", Text),
+    Column("num_dependencies", Integer),
+    Column("has_dependency_path_scan", Boolean),
+    Column("raw", Text, nullable=False),
+    _synced_at(),
+)
