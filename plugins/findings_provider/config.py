@@ -1,0 +1,309 @@
+"""Pipeline configuration: ``include/pipeline.yaml`` and ``include/projects.yaml``, validated.
+
+An invalid file raises ``ConfigError`` naming the file, the line, the field and the reason. Loading is cheap (a
+small YAML file), so DAG files may read their schedule from it at parse time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from findings_provider.client.models import (
+    AutotriageVerdict,
+    Exposure,
+    FindingStatus,
+    IssueType,
+    PolicyMode,
+    Severity,
+    TriageReason,
+    TriageState,
+)
+
+#: Where the configuration lives unless ``FINDINGS_PIPELINE_CONFIG`` says otherwise: ``<project>/include``.
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "include" / "pipeline.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration file is invalid: the message names file, line, field and reason."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=True)
+
+
+# --- selections from the warehouse ------------------------------------------------------------------------------
+
+
+class FindingSelector(_Strict):
+    """Which warehouse findings a policy selects: every listed value set is matched with OR, fields with AND."""
+
+    status: list[FindingStatus] | None = None
+    autotriage_verdict: list[AutotriageVerdict] | None = None
+    severity: list[Severity] | None = None
+    reachability: list[Exposure] | None = None
+    repository_name: list[str] | None = None
+    rule_name: list[str] | None = None
+    ref: list[str] | None = None
+
+    def columns(self) -> dict[str, list[str]]:
+        """Column name -> allowed values, for the fields that are set."""
+        return {k: list(v) for k, v in self.model_dump(exclude_none=True).items()}
+
+
+class TriageSet(_Strict):
+    triage_state: TriageState
+    triage_reason: TriageReason | None = None
+
+
+class TriagePolicy(_Strict):
+    name: str
+    issue_type: IssueType
+    enabled: bool = True
+    select: FindingSelector
+    set: TriageSet
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class TicketPolicy(_Strict):
+    name: str
+    issue_type: IssueType
+    enabled: bool = True
+    select: FindingSelector
+
+
+# --- one section per DAG --------------------------------------------------------------------------------------
+
+
+class Connections(_Strict):
+    api_conn_id: str = "findings_api_default"
+    warehouse_conn_id: str = "findings_warehouse_default"
+
+
+class PoolConfig(_Strict):
+    name: str = "findings_api"
+    slots: int = Field(default=4, ge=1)
+
+
+class ScanMonitoringConfig(_Strict):
+    schedule: str | None = "*/15 * * * *"
+    lookback_days: int = Field(default=30, ge=1, le=365)
+    overlap_minutes: int = Field(default=15, ge=0)
+    sensor_poke_interval: float = Field(default=30, gt=0)
+    sensor_timeout: float = Field(default=7200, gt=0)
+
+
+class ExtractionConfig(_Strict):
+    schedule: str | None = "@daily"
+    issue_types: list[IssueType] = Field(default_factory=lambda: [IssueType.SAST, IssueType.SCA], min_length=1)
+    page_size: int = Field(default=3000, ge=100, le=3000)
+    overlap_minutes: int = Field(default=60, ge=0)
+    full_refresh_weekday: int | None = Field(default=6, ge=0, le=6)
+
+
+class TriageConfig(_Strict):
+    dry_run: bool = False
+    approval_threshold: int | None = Field(default=None, ge=0)
+    chunk_size: int = Field(default=3000, ge=1, le=3000)
+    policies: list[TriagePolicy] = Field(default_factory=list)
+
+
+class TicketConfig(_Strict):
+    dry_run: bool = False
+    tracker_project_id: str | None = Field(default=None, pattern=r"^[0-9]+$")
+    tickets_per_call: int = Field(default=20, ge=1, le=20)
+    group_issues: bool = True
+    policies: list[TicketPolicy] = Field(default_factory=list)
+
+    @field_validator("tracker_project_id", mode="before")
+    @classmethod
+    def _digits(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class ModeRule(_Strict):
+    name: str
+    from_modes: list[PolicyMode] = Field(min_length=1)
+    to_mode: PolicyMode
+    metric: Literal["false_positive_share", "true_positive_share", "human_false_positive_share"]
+    above: float = Field(ge=0, le=1)
+    min_findings: int = Field(default=20, ge=1)
+
+
+class PolicyTuningConfig(_Strict):
+    schedule: str | None = "@weekly"
+    dry_run: bool = True
+    policies: list[str] = Field(default_factory=list)
+    rules: list[ModeRule] = Field(default_factory=list)
+
+
+class ProjectSettingsConfig(_Strict):
+    schedule: str | None = "@daily"
+    dry_run: bool = False
+    file: str = "projects.yaml"
+
+
+class PackageSelector(_Strict):
+    name: str
+    exact_version: str | None = None
+    version_lower_bound: str | None = None
+    version_upper_bound: str | None = None
+
+
+class DependencyFilters(_Strict):
+    licenses: list[str] = Field(default_factory=list)
+    packages: list[PackageSelector] = Field(default_factory=list)
+
+
+class DependencyInventoryConfig(_Strict):
+    schedule: str | None = "@daily"
+    page_size: int = Field(default=10000, ge=1, le=10000)
+    repositories_page_size: int = Field(default=100, ge=1, le=100)
+    filters: DependencyFilters = Field(default_factory=DependencyFilters)
+
+
+class PipelineConfig(_Strict):
+    """The whole of ``include/pipeline.yaml``."""
+
+    connections: Connections = Field(default_factory=Connections)
+    pool: PoolConfig = Field(default_factory=PoolConfig)
+    scan_monitoring: ScanMonitoringConfig = Field(default_factory=ScanMonitoringConfig)
+    findings_extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
+    autotriage_triage: TriageConfig = Field(default_factory=TriageConfig)
+    ticket_creation: TicketConfig = Field(default_factory=TicketConfig)
+    policy_tuning: PolicyTuningConfig = Field(default_factory=PolicyTuningConfig)
+    project_settings: ProjectSettingsConfig = Field(default_factory=ProjectSettingsConfig)
+    dependency_inventory: DependencyInventoryConfig = Field(default_factory=DependencyInventoryConfig)
+    #: The file this was loaded from (to resolve relative paths such as ``project_settings.file``).
+    source: Path | None = Field(default=None, exclude=True)
+
+
+# --- project settings as code -----------------------------------------------------------------------------------
+
+
+class ProjectRule(_Strict):
+    match: str = Field(min_length=1)
+    tags: list[str] | None = None
+    diff_scan: bool | None = None
+    full_scan: bool | None = None
+
+
+class ProjectsFile(_Strict):
+    """``include/projects.yaml``: desired tags and managed scans per project name or glob."""
+
+    managed_tags: list[str] = Field(default_factory=list)
+    projects: list[ProjectRule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tags_are_managed(self) -> ProjectsFile:
+        managed = set(self.managed_tags)
+        for i, rule in enumerate(self.projects):
+            unknown = sorted(set(rule.tags or ()) - managed)
+            if unknown:
+                raise ValueError(
+                    f"projects[{i}] ({rule.match!r}) sets tags {unknown} that are not in managed_tags; "
+                    "add them to managed_tags so the file can also remove them"
+                )
+        return self
+
+    def desired(self, project_name: str) -> ProjectRule | None:
+        """The merged desired settings of a project (later matching entries win), or None if none match."""
+        merged: dict[str, Any] = {}
+        for rule in self.projects:
+            if fnmatch.fnmatchcase(project_name, rule.match):
+                merged.update(rule.model_dump(exclude_none=True, exclude={"match"}))
+        return ProjectRule(match=project_name, **merged) if merged else None
+
+    def patterns_without_match(self, project_names: list[str]) -> list[str]:
+        """Patterns (or exact names) that match no project the deployment has."""
+        return [r.match for r in self.projects if not fnmatch.filter(project_names, r.match)]
+
+
+# --- loading with line numbers ----------------------------------------------------------------------------------
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (the deepest node found)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            child = next((v for k, v in node.value if k.value == key), None)
+            if child is None:
+                key_node = next((k for k, _ in node.value if k.value == key), None)
+                return key_node.start_mark.line + 1 if key_node is not None else line
+            node = child
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def load_yaml_model(path: str | Path, model: type[BaseModel]) -> Any:
+    """Load ``path`` into ``model``; any problem raises ``ConfigError`` with file, line, field and reason."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the file: {exc.strerror}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "unknown line"
+        raise ConfigError(f"{path}, {where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}, line 1: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(err.get("loc", ()))
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        msg = err.get("msg", "invalid").removeprefix("Value error, ")
+        given = err.get("input")
+        shown = "" if isinstance(given, (dict, list)) else f" = {given!r}"
+        raise ConfigError(f"{path}, line {_line_of(node, loc)}: field '{field}'{shown}: {msg}") from None
+
+
+def config_path() -> Path:
+    """``$FINDINGS_PIPELINE_CONFIG``, else ``<project>/include/pipeline.yaml``, else ``$AIRFLOW_HOME/include/...``."""
+    if os.environ.get("FINDINGS_PIPELINE_CONFIG"):
+        return Path(os.environ["FINDINGS_PIPELINE_CONFIG"])
+    if DEFAULT_CONFIG_PATH.exists():
+        return DEFAULT_CONFIG_PATH
+    return Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "include" / "pipeline.yaml"
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path: str, mtime: float) -> PipelineConfig:
+    cfg = load_yaml_model(path, PipelineConfig)
+    cfg.source = Path(path)
+    return cfg
+
+
+def load_pipeline_config(path: str | Path | None = None) -> PipelineConfig:
+    """The validated pipeline configuration (cached per file version)."""
+    p = Path(path) if path else config_path()
+    try:
+        mtime = p.stat().st_mtime
+    except OSError:
+        raise ConfigError(f"{p}: pipeline configuration not found (set FINDINGS_PIPELINE_CONFIG)") from None
+    return _load_cached(str(p), mtime)
+
+
+def load_projects_file(cfg: PipelineConfig | None = None, path: str | Path | None = None) -> ProjectsFile:
+    """The validated ``projects.yaml`` (path relative to the pipeline configuration file)."""
+    cfg = cfg or load_pipeline_config()
+    if path is None:
+        base = cfg.source.parent if cfg.source else DEFAULT_CONFIG_PATH.parent
+        path = base / cfg.project_settings.file
+    return load_yaml_model(path, ProjectsFile)

@@ -1,0 +1,123 @@
+"""Reports a person can open: CSV tables plus one HTML page with the tables and charts.
+
+Used by the extraction summary, policy tuning and the dependency inventory. Charts are drawn with matplotlib
+(Agg backend, no display) and embedded in the HTML as PNG.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass
+class Chart:
+    """A bar chart of one table column (``y``) against its index, or a stacked bar of every column."""
+
+    title: str
+    table: str
+    kind: str = "barh"
+    stacked: bool = False
+    top: int = 20
+
+
+@dataclass
+class Report:
+    """Where a written report lives (small enough for XCom)."""
+
+    html: str
+    csv: dict[str, str] = field(default_factory=dict)
+
+    def as_xcom(self) -> dict:
+        return {"html": self.html, "csv": self.csv}
+
+
+def report_dir(subdir: str = "") -> Path:
+    """``$FINDINGS_REPORT_DIR`` or ``$AIRFLOW_HOME/reports`` (``~/airflow/reports``), created if missing."""
+    base = os.environ.get("FINDINGS_REPORT_DIR") or str(
+        Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "reports"
+    )
+    path = Path(base) / subdir
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "report"
+
+
+def _chart_png(df: pd.DataFrame, chart: Chart) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = df.head(chart.top)
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.35 * len(data) + 1)))
+    try:
+        data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1)
+        ax.set_title(chart.title)
+        if chart.kind == "barh":
+            ax.invert_yaxis()
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90)
+    finally:
+        plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def write_report(
+    name: str,
+    title: str,
+    tables: dict[str, pd.DataFrame],
+    *,
+    charts: list[Chart] | None = None,
+    notes: list[str] | None = None,
+    out_dir: Path | None = None,
+) -> Report:
+    """Write ``<name>.html`` and one ``<name>.<table>.csv`` per table; return their paths."""
+    out = out_dir or report_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    stem = _slug(name)
+    report = Report(html=str(out / f"{stem}.html"))
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}"
+        "td:first-child,th:first-child{text-align:left}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC.</p>",
+    ]
+    parts += [f"<p>{html.escape(n)}</p>" for n in notes or ()]
+    for chart in charts or ():
+        df = tables.get(chart.table)
+        if df is not None and not df.empty and df.select_dtypes("number").shape[1]:
+            png = _chart_png(df.select_dtypes("number"), chart)
+            parts.append(f"<h2>{html.escape(chart.title)}</h2><img alt='{html.escape(chart.title)}' "
+                         f"src='data:image/png;base64,{png}'>")
+    for table_name, df in tables.items():
+        csv_path = out / f"{stem}.{_slug(table_name)}.csv"
+        df.to_csv(csv_path)
+        report.csv[table_name] = str(csv_path)
+        parts.append(f"<h2>{html.escape(table_name)}</h2>")
+        parts.append(df.to_html(border=0, escape=True) if not df.empty else "<p>(empty)</p>")
+    parts.append("</body></html>")
+    Path(report.html).write_text("\n".join(parts))
+    return report
+
+
+def log_table(logger, title: str, df: pd.DataFrame, max_rows: int = 40) -> None:
+    """Write a table to a task log, one line per row, compactly."""
+    logger.info("%s (%d rows)\n%s", title, len(df), df.head(max_rows).to_string() if not df.empty else "(empty)")
