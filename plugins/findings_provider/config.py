@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from findings_provider.client.models import (
     AutotriageVerdict,
@@ -101,13 +102,17 @@ class ScanMonitoringConfig(_Strict):
 
 class ExtractionConfig(_Strict):
     schedule: str | None = "@daily"
-    issue_types: list[IssueType] = Field(default_factory=lambda: [IssueType.SAST, IssueType.SCA], min_length=1)
+    issue_types: list[IssueType] = Field(
+        default_factory=lambda: [IssueType.SAST, IssueType.SCA], min_length=1
+    )
     page_size: int = Field(default=3000, ge=100, le=3000)
     overlap_minutes: int = Field(default=60, ge=0)
     full_refresh_weekday: int | None = Field(default=6, ge=0, le=6)
 
 
 class TriageConfig(_Strict):
+    #: Besides the findings Asset, also run on this schedule (a cron or preset); None: on the Asset only.
+    schedule: str | None = None
     dry_run: bool = False
     approval_threshold: int | None = Field(default=None, ge=0)
     chunk_size: int = Field(default=3000, ge=1, le=3000)
@@ -115,6 +120,8 @@ class TriageConfig(_Strict):
 
 
 class TicketConfig(_Strict):
+    #: Besides the triage Asset, also run on this schedule (a cron or preset); None: on the Asset only.
+    schedule: str | None = None
     dry_run: bool = False
     tracker_project_id: str | None = Field(default=None, pattern=r"^[0-9]+$")
     tickets_per_call: int = Field(default=20, ge=1, le=20)
@@ -151,6 +158,7 @@ class ProjectSettingsConfig(_Strict):
 
 class PackageSelector(_Strict):
     name: str
+    exact_name_match: bool = True
     exact_version: str | None = None
     version_lower_bound: str | None = None
     version_upper_bound: str | None = None
@@ -200,17 +208,27 @@ class ProjectsFile(_Strict):
     managed_tags: list[str] = Field(default_factory=list)
     projects: list[ProjectRule] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _tags_are_managed(self) -> ProjectsFile:
-        managed = set(self.managed_tags)
-        for i, rule in enumerate(self.projects):
+    @field_validator("projects")
+    @classmethod
+    def _tags_are_managed(cls, projects: list[ProjectRule], info: ValidationInfo) -> list[ProjectRule]:
+        # Reported at the entry's ``tags`` (projects.<i>.tags), so the error names that line of the file.
+        managed = set(info.data.get("managed_tags") or ())
+        errors = []
+        for i, rule in enumerate(projects):
             unknown = sorted(set(rule.tags or ()) - managed)
             if unknown:
-                raise ValueError(
+                message = (
                     f"projects[{i}] ({rule.match!r}) sets tags {unknown} that are not in managed_tags; "
                     "add them to managed_tags so the file can also remove them"
                 )
-        return self
+                errors.append(
+                    InitErrorDetails(
+                        type=PydanticCustomError("unmanaged_tags", message), loc=(i, "tags"), input=rule.tags
+                    )
+                )
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return projects
 
     def desired(self, project_name: str) -> ProjectRule | None:
         """The merged desired settings of a project (later matching entries win), or None if none match."""

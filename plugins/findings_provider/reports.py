@@ -105,8 +105,10 @@ def write_report(
         df = tables.get(chart.table)
         if df is not None and not df.empty and df.select_dtypes("number").shape[1]:
             png = _chart_png(df.select_dtypes("number"), chart)
-            parts.append(f"<h2>{html.escape(chart.title)}</h2><img alt='{html.escape(chart.title)}' "
-                         f"src='data:image/png;base64,{png}'>")
+            parts.append(
+                f"<h2>{html.escape(chart.title)}</h2><img alt='{html.escape(chart.title)}' "
+                f"src='data:image/png;base64,{png}'>"
+            )
     for table_name, df in tables.items():
         csv_path = out / f"{stem}.{_slug(table_name)}.csv"
         df.to_csv(csv_path)
@@ -120,4 +122,6 @@ def write_report(
 
 def log_table(logger, title: str, df: pd.DataFrame, max_rows: int = 40) -> None:
     """Write a table to a task log, one line per row, compactly."""
-    logger.info("%s (%d rows)\n%s", title, len(df), df.head(max_rows).to_string() if not df.empty else "(empty)")
+    logger.info(
+        "%s (%d rows)\n%s", title, len(df), df.head(max_rows).to_string() if not df.empty else "(empty)"
+    )

@@ -20,8 +20,14 @@ import httpx
 
 from findings_provider import __version__
 from findings_provider.client import requests as rq
-from findings_provider.client.endpoints import ENDPOINTS, Call, Endpoint, error_for_status, raw_findings_parser
-from findings_provider.client.errors import ConfigurationError, ResponseDecodeError
+from findings_provider.client.endpoints import (
+    ENDPOINTS,
+    Call,
+    Endpoint,
+    error_for_status,
+    raw_findings_parser,
+)
+from findings_provider.client.errors import ConfigurationError, FindingsApiError, ResponseDecodeError, excerpt
 from findings_provider.client.models import Deployment
 from findings_provider.client.pagination import CursorPager, OffsetPager
 from findings_provider.client.transport import (
@@ -65,7 +71,10 @@ def check_base_url(base_url: str, allow_insecure_http: bool = False) -> str:
 
 def _ssl_verify(verify: bool | str) -> bool | ssl.SSLContext:
     if isinstance(verify, str):
-        return ssl.create_default_context(cafile=verify)
+        try:
+            return ssl.create_default_context(cafile=verify)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigurationError(f"verify: cannot load the CA bundle {verify!r} ({exc})") from None
     return verify
 
 
@@ -101,12 +110,15 @@ class _BaseClient:
         if not token:
             raise ConfigurationError("no API token given (the connection's password field)")
         self.base_url = check_base_url(base_url, allow_insecure_http)
+        self._token = token
         self.deployment_id = str(deployment_id) if deployment_id not in (None, "") else None
         if self.deployment_id is not None and not self.deployment_id.isdigit():
             raise ConfigurationError(f"deployment_id {self.deployment_id!r} must be digits")
         self.deployment_slug = deployment_slug or None
         self.tracker_project_field = tracker_project_field
-        self.retry_policy = retry_policy or RetryPolicy(max_retries=max_retries, max_total_seconds=max_retry_seconds)
+        self.retry_policy = retry_policy or RetryPolicy(
+            max_retries=max_retries, max_total_seconds=max_retry_seconds
+        )
         self._http_options = {
             "base_url": self.base_url,
             "headers": {"Authorization": f"Bearer {token}", "User-Agent": f"findings-provider/{__version__}"},
@@ -135,11 +147,9 @@ class _BaseClient:
         match = [
             d
             for d in deployments
-            if (self.deployment_id and d.id == self.deployment_id)
-            or (self.deployment_slug and d.slug == self.deployment_slug)
+            if (self.deployment_id is None or d.id == self.deployment_id)
+            and (self.deployment_slug is None or d.slug == self.deployment_slug)
         ]
-        if not self.deployment_id and not self.deployment_slug and len(deployments) == 1:
-            match = deployments
         if len(match) != 1:
             known = ", ".join(f"{d.id}/{d.slug}" for d in deployments) or "none"
             raise ConfigurationError(
@@ -153,6 +163,32 @@ class _BaseClient:
     # -- one attempt's outcome -> result, retry, or error --------------------------------------------------------
 
     def _judge(self, call: Call, outcome: Outcome, attempt: int, started: float) -> _Step:
+        try:
+            return self._judge_attempt(call, outcome, attempt, started)
+        except FindingsApiError as exc:
+            self._redact(exc, outcome.response)
+            raise
+
+    def _redact(self, exc: BaseException | None, response: httpx.Response | None) -> None:
+        """Replace the token with ``***`` in an error and the errors it chains to.
+
+        A server or proxy may echo the Authorization header in its body; error messages reach logs and the UI.
+        """
+        secret = self._token
+        seen: set[int] = set()
+        while isinstance(exc, FindingsApiError) and id(exc) not in seen:
+            seen.add(id(exc))
+            if exc.body_excerpt and response is not None and secret.encode() in response.content:
+                # cut the excerpt again from the redacted body: a token cut at the excerpt's end must not leak
+                exc.body_excerpt = excerpt(response.content.replace(secret.encode(), b"***"))
+            exc.body_excerpt = exc.body_excerpt.replace(secret, "***")
+            exc.message = exc.message.replace(secret, "***")
+            exc.args = (exc._format(),)
+            if exc.__suppress_context__:  # hidden by ``from None``, yet it may hold the body, token included
+                exc.__context__ = None
+            exc = exc.__cause__ or exc.__context__
+
+    def _judge_attempt(self, call: Call, outcome: Outcome, attempt: int, started: float) -> _Step:
         endpoint = call.endpoint
         response = outcome.response
         if response is not None and 200 <= response.status_code < 300:
@@ -171,7 +207,9 @@ class _BaseClient:
         if should_retry(endpoint, outcome):
             wait = self.retry_policy.delay(attempt, started, outcome.retry_after)
             if wait is not None:
-                reason = f"HTTP {response.status_code}" if response is not None else type(outcome.error).__name__
+                reason = (
+                    f"HTTP {response.status_code}" if response is not None else type(outcome.error).__name__
+                )
                 self._log_retry(endpoint, reason, attempt, wait)
                 return _Step(wait=wait)
         if outcome.error is not None:
@@ -307,9 +345,8 @@ class _Operations(_BaseClient):
         return self._call(Call(ENDPOINTS["policies_list"]), post=lambda r: r.policies)
 
     def _rules_call(self, policy_id: str, cursor: str | None, limit: int | None) -> Call:
-        q = rq.validate(
-            rq.PolicyRulesQuery, "list policy rules", cursor=cursor, **({"limit": limit} if limit else {})
-        )
+        limits = {"limit": limit} if limit is not None else {}
+        q = rq.validate(rq.PolicyRulesQuery, "list policy rules", cursor=cursor, **limits)
         return Call(ENDPOINTS["policy_rules"], {"policy_id": policy_id}, params=list(q.body().items()))
 
     def list_policy_rules(self, policy_id: str | int, *, cursor=None, limit=None):
@@ -341,7 +378,12 @@ class _Operations(_BaseClient):
 
     def _findings_call(self, issue_type: str, page: int, page_size: int, filters: dict, raw: bool) -> Call:
         q = rq.validate(
-            rq.FindingsQuery, "list findings", issue_type=issue_type, page=page, page_size=page_size, **filters
+            rq.FindingsQuery,
+            "list findings",
+            issue_type=issue_type,
+            page=page,
+            page_size=page_size,
+            **filters,
         )
         endpoint = ENDPOINTS["findings"]
         return Call(endpoint, params=q.params(), parser=raw_findings_parser(endpoint) if raw else None)
@@ -369,7 +411,8 @@ class _Operations(_BaseClient):
     # -- secrets (4.15): cursor pagination -------------------------------------------------------------------------
 
     def _secrets_call(self, cursor: str | None, limit: int | None, raw: bool) -> Call:
-        q = rq.validate(rq.SecretsQuery, "list secrets", cursor=cursor, **({"limit": limit} if limit else {}))
+        limits = {"limit": limit} if limit is not None else {}
+        q = rq.validate(rq.SecretsQuery, "list secrets", cursor=cursor, **limits)
         endpoint = ENDPOINTS["secrets"]
         return Call(
             endpoint, params=list(q.body().items()), parser=raw_findings_parser(endpoint) if raw else None
@@ -428,7 +471,9 @@ class _Operations(_BaseClient):
         """Every project, lazily."""
         return self._items(self.iter_project_pages(**kwargs), key=lambda p: p.name)
 
-    def set_managed_scans(self, project_name: str, *, diff_scan: bool | None = None, full_scan: bool | None = None):
+    def set_managed_scans(
+        self, project_name: str, *, diff_scan: bool | None = None, full_scan: bool | None = None
+    ):
         """Enable or disable managed diff and/or full scans of a project (4.9); returns the project."""
         q = rq.validate(
             rq.ManagedScanUpdate,
@@ -450,7 +495,9 @@ class _Operations(_BaseClient):
     def remove_project_tags(self, project_name: str, tags: Iterable[str]):
         """Remove tags from a project (4.13); returns the project."""
         q = rq.validate(rq.Tags, "remove project tags", project_name=project_name, tags=list(tags))
-        call = Call(ENDPOINTS["tags_remove"], {"project_name": q.project_name}, params=[("tags", t) for t in q.tags])
+        call = Call(
+            ENDPOINTS["tags_remove"], {"project_name": q.project_name}, params=[("tags", t) for t in q.tags]
+        )
         return self._call(call, post=lambda r: r.project)
 
 

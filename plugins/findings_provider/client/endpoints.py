@@ -60,19 +60,32 @@ ENDPOINTS: dict[str, Endpoint] = {
         Endpoint("scans_search", "POST", DEP_ID + "/scans/search", "id", m.ScansPage),
         Endpoint("scan_get", "GET", DEP_ID + "/scan/{scan_id}", "id", m.ScanDetails),
         Endpoint("policies_list", "GET", DEP_ID + "/policies", "id", m.PoliciesResponse, policy_api=True),
-        Endpoint("policy_rules", "GET", DEP_ID + "/policies/{policy_id}", "id", m.PolicyRulesPage, policy_api=True),
         Endpoint(
-            "policy_update", "PUT", DEP_ID + "/policies/{policy_id}", "id", m.UpdatePolicyResponse, policy_api=True
+            "policy_rules", "GET", DEP_ID + "/policies/{policy_id}", "id", m.PolicyRulesPage, policy_api=True
+        ),
+        Endpoint(
+            "policy_update",
+            "PUT",
+            DEP_ID + "/policies/{policy_id}",
+            "id",
+            m.UpdatePolicyResponse,
+            policy_api=True,
         ),
         Endpoint("tickets", "POST", DEP_SLUG + "/tickets", "slug", m.TicketResult, idempotent=False),
         Endpoint("findings", "GET", DEP_SLUG + "/findings", "slug", m.FindingsPage),
         Endpoint("projects", "GET", DEP_SLUG + "/projects", "slug", m.ProjectsPage),
         Endpoint(
-            "managed_scan", "PATCH", DEP_SLUG + "/projects/{project_name}/managed-scan", "slug", m.ProjectResponse
+            "managed_scan",
+            "PATCH",
+            DEP_SLUG + "/projects/{project_name}/managed-scan",
+            "slug",
+            m.ProjectResponse,
         ),
         Endpoint("triage", "POST", DEP_SLUG + "/triage", "slug", m.TriageResult),
         Endpoint("tags_add", "PUT", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse),
-        Endpoint("tags_remove", "DELETE", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse),
+        Endpoint(
+            "tags_remove", "DELETE", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse
+        ),
         Endpoint("secrets", "GET", DEP_ID + "/secrets", "id", m.SecretsPage),
     )
 }
@@ -105,11 +118,15 @@ class Call:
         return parse_model(self.endpoint, body)
 
 
+#: What decoding a body can raise: not JSON, invalid UTF-8 in a string, or nesting deeper than the decoder allows.
+_UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
 def decode_json(endpoint: Endpoint, body: bytes) -> Any:
     """Decode a 2xx JSON body or raise ``ResponseDecodeError`` with an excerpt."""
     try:
         return msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
+    except _UNDECODABLE as exc:
         raise ResponseDecodeError(
             f"response is not valid JSON ({exc})",
             endpoint=endpoint.name,
@@ -174,7 +191,7 @@ def raw_findings_parser(endpoint: Endpoint) -> Callable[[bytes], RawFindingsPage
     def parse(body: bytes) -> RawFindingsPage:
         try:
             return _RAW_DECODER.decode(body)
-        except msgspec.DecodeError as exc:
+        except _UNDECODABLE as exc:
             raise ResponseDecodeError(
                 f"findings page is not the documented JSON shape ({exc})",
                 endpoint=endpoint.name,
@@ -185,7 +202,9 @@ def raw_findings_parser(endpoint: Endpoint) -> Callable[[bytes], RawFindingsPage
     return parse
 
 
-def error_for_status(endpoint: Endpoint, status: int, body: bytes, retry_after: float | None) -> FindingsApiError:
+def error_for_status(
+    endpoint: Endpoint, status: int, body: bytes, retry_after: float | None
+) -> FindingsApiError:
     """Map a non-2xx response to the typed error that says what to do about it."""
     kw = {"status_code": status, "endpoint": endpoint.name, "body_excerpt": excerpt(body)}
     if status in (401, 403):
@@ -214,7 +233,9 @@ def error_for_status(endpoint: Endpoint, status: int, body: bytes, retry_after: 
     if status in (400, 422):
         return ValidationError("the server refused the request as invalid", **kw)
     if status == 429:
-        return RateLimitedError("rate limited by the server; retries exhausted", retry_after=retry_after, **kw)
+        return RateLimitedError(
+            "rate limited by the server; retries exhausted", retry_after=retry_after, **kw
+        )
     if status >= 500:
         return ServerError("server error; retries exhausted", **kw)
     return FindingsApiError("unexpected response status", **kw)

@@ -46,10 +46,11 @@ class FindingsApiError(Exception):
             parts.append(f"(response: {self.body_excerpt})")
         return " ".join(parts)
 
-    def __reduce__(self):  # keep exceptions picklable with their keyword arguments
+    def __reduce__(self):  # keep exceptions picklable with their keyword arguments and subclass attributes
         return (
             _rebuild,
             (type(self), self.message, self.status_code, self.endpoint, self.body_excerpt),
+            dict(self.__dict__),
         )
 
     @property
@@ -73,8 +74,12 @@ class ValidationError(FindingsApiError, ValueError):
 
     retryable_by_task = False
 
-    def __init__(self, message: str, *, field: str | None = None, **kwargs) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, detail: str | None = None, **kwargs
+    ) -> None:
         self.field = field
+        #: The message without the name of the operation it was raised for.
+        self.detail = detail or message
         super().__init__(message, **kwargs)
 
 

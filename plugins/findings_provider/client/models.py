@@ -140,6 +140,9 @@ class UnknownScanStatusError(ValueError):
         known = ", ".join(s.value for s in ScanStatus)
         super().__init__(f"unknown scan status {value!r}; known statuses: {known}")
 
+    def __reduce__(self):  # unpickle from the value, not from the formatted message
+        return (type(self), (self.value,))
+
 
 #: A timestamp in any shape the service sends, parsed to aware UTC (None stays None).
 Timestamp = Annotated[datetime | None, BeforeValidator(parse_timestamp)]
@@ -158,7 +161,7 @@ StrList = Annotated[list[str], BeforeValidator(_as_list)]
 
 
 def _as_str(value: Any) -> Any:
-    """Accept numbers where the reference carries an id as a string (ids are strings on one endpoint, ints on another)."""
+    """Accept numbers where the reference carries an id as a string (strings on one endpoint, ints on another)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -167,6 +170,17 @@ def _as_str(value: Any) -> Any:
 
 
 IdStr = Annotated[str, BeforeValidator(_as_str)]
+
+
+def _not_bool(value: Any) -> Any:
+    """Refuse a JSON boolean where an integer is documented (pydantic would silently read ``true`` as 1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got the boolean {str(value).lower()}")
+    return value
+
+
+#: An integer field: lax about ``"12"`` and ``12.0`` (the same value) but never reading a boolean as 0 or 1.
+Int = Annotated[int, BeforeValidator(_not_bool)]
 
 
 def text_of(value: Any) -> str | None:
@@ -231,9 +245,9 @@ class DependenciesPage(ApiModel):
 
 
 class RepositorySummary(ApiModel):
-    id: int | None = None
+    id: Int | None = None
     name: str | None = None
-    numDependencies: int | None = None
+    numDependencies: Int | None = None
     hasDependencyPathScan: bool | None = None
 
 
@@ -251,10 +265,10 @@ class RepositoriesPage(ApiModel):
 
 
 class FindingsCounts(ApiModel):
-    code: int | None = None
-    secrets: int | None = None
-    supply_chain: int | None = None
-    total: int | None = None
+    code: Int | None = None
+    secrets: Int | None = None
+    supply_chain: Int | None = None
+    total: Int | None = None
 
 
 class Scan(ApiModel):
@@ -268,7 +282,7 @@ class Scan(ApiModel):
     started_at: Timestamp = None
     completed_at: Timestamp = None
     status: str | None = None
-    exit_code: int | None = None
+    exit_code: Int | None = None
     is_full_scan: bool | None = None
     enabled_products: list[str] = Field(default_factory=list)
     findings_counts: FindingsCounts | None = None
@@ -282,7 +296,7 @@ class Scan(ApiModel):
 
 class ScansPage(ApiModel):
     scans: list[Scan] = Field(default_factory=list)
-    cursor: str | None = None
+    cursor: IdStr | None = None
 
     @property
     def items(self) -> list[Scan]:
@@ -297,7 +311,7 @@ class ScanMeta(ApiModel):
     ci_job_url: str | None = None
     repository: str | None = None
     commit_title: Any = None
-    pull_request_id: int | None = None
+    pull_request_id: Int | None = None
     pull_request_title: Any = None
     commit_author_name: str | None = None
     commit_author_email: str | None = None
@@ -312,7 +326,7 @@ class ScanMeta(ApiModel):
 
 
 class ScanStats(ApiModel):
-    findings: int | None = None
+    findings: Int | None = None
     total_time: float | None = None
 
 
@@ -329,7 +343,7 @@ class ScanDetails(ApiModel):
     started_at: Timestamp = None
     completed_at: Timestamp = None
     enabled_products: list[str] = Field(default_factory=list)
-    exit_code: int | None = None
+    exit_code: Int | None = None
     has_logs: bool | None = None
     stats: ScanStats | None = None
     meta: ScanMeta = Field(default_factory=ScanMeta)
@@ -391,7 +405,7 @@ class Rule(ApiModel):
 class PolicyRulesPage(ApiModel):
     policy: Policy | None = None
     rules: list[Rule] = Field(default_factory=list)
-    cursor: str | None = None
+    cursor: IdStr | None = None
 
     @property
     def items(self) -> list[Rule]:
@@ -408,17 +422,17 @@ class UpdatePolicyResponse(ApiModel):
 
 class Location(ApiModel):
     filePath: str | None = None
-    line: int | None = None
-    column: int | None = None
-    endLine: int | None = None
-    endColumn: int | None = None
+    line: Int | None = None
+    column: Int | None = None
+    endLine: Int | None = None
+    endColumn: Int | None = None
 
 
 class ExternalTicket(ApiModel):
-    id: int | None = None
+    id: Int | None = None
     externalSlug: str | None = None
     url: str | None = None
-    linkedIssueIds: list[int] = Field(default_factory=list)
+    linkedIssueIds: list[Int] = Field(default_factory=list)
 
 
 class Repository(ApiModel):
@@ -453,13 +467,13 @@ class Assistant(ApiModel):
 class Finding(ApiModel):
     """A code, supply-chain or secrets finding: the common fields plus every type-specific one (optional)."""
 
-    id: int
+    id: Int
     categories: StrList = Field(default_factory=list)
     confidence: str | None = None
     severity: str | None = None
     created_at: Timestamp = None
     relevant_since: Timestamp = None
-    first_seen_scan_id: int | None = None
+    first_seen_scan_id: Int | None = None
     match_based_id: str | None = None
     syntactic_id: str | None = None
     ref: str | None = None
@@ -535,13 +549,15 @@ class SecretsPage(ApiModel):
     @model_validator(mode="before")
     @classmethod
     def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "findings" not in data:
+        if not isinstance(data, dict):
+            return data
+        if "findings" not in data:
             for key in ("secrets", "secretFindings", "items"):
                 if isinstance(data.get(key), list):
                     data = {**data, "findings": data[key]}
                     break
-            if "cursor" not in data:
-                data = {**data, "cursor": data.get("nextCursor") or data.get("next_cursor")}
+        if data.get("cursor") in (None, ""):
+            data = {**data, "cursor": data.get("nextCursor") or data.get("next_cursor")}
         return data
 
     @property
@@ -553,25 +569,25 @@ class SecretsPage(ApiModel):
 
 
 class TriageResult(ApiModel):
-    num_triaged: int
-    triaged_issues: list[int] = Field(default_factory=list)
+    num_triaged: Int
+    triaged_issues: list[Int] = Field(default_factory=list)
 
 
 class TicketFailed(ApiModel):
     error: str | None = None
-    issue_ids: list[int] = Field(default_factory=list)
+    issue_ids: list[Int] = Field(default_factory=list)
 
 
 class TicketSkipped(ApiModel):
     reason: str | None = None
-    issue_ids: list[int] = Field(default_factory=list)
+    issue_ids: list[Int] = Field(default_factory=list)
 
 
 class TicketSucceeded(ApiModel):
-    ticket_id: int | None = None
+    ticket_id: Int | None = None
     ticket_url: str | None = None
     external_slug: str | None = None
-    issue_ids: list[int] = Field(default_factory=list)
+    issue_ids: list[Int] = Field(default_factory=list)
 
 
 class TicketResult(ApiModel):
@@ -593,7 +609,7 @@ class ManagedScanConfig(ApiModel):
 
 
 class Project(ApiModel):
-    id: int | None = None
+    id: Int | None = None
     name: str
     tags: list[str] = Field(default_factory=list)
     created_at: Timestamp = None

@@ -14,7 +14,9 @@ from findings_provider.client.errors import PaginationError
 
 
 def _cursor_of(page: Any) -> str | None:
-    value = getattr(page, "next_cursor", None) if hasattr(page, "next_cursor") else getattr(page, "cursor", None)
+    value = (
+        getattr(page, "next_cursor", None) if hasattr(page, "next_cursor") else getattr(page, "cursor", None)
+    )
     return None if value in (None, "") else str(value)
 
 

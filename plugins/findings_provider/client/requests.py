@@ -40,28 +40,41 @@ UInt32 = Annotated[int, Field(ge=0, le=UINT32_MAX)]
 def validate(model: type[BaseModel], what: str, **values: Any) -> Any:
     """Build ``model`` from ``values`` or raise ``ValidationError`` naming field, value and what is allowed."""
     try:
-        return model.model_validate(values)
-    except pydantic.ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = ".".join(str(p) for p in err.get("loc", ())) or None
-        given = err.get("input")
-        msg = err.get("msg", "invalid")
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-        if field and isinstance(given, dict) and field.split(".")[-1] not in given:
-            text = f"{what}: field '{field}': {msg}"
-        else:
-            text = f"{what}: field '{field}' = {given!r}: {msg}" if field else f"{what}: {msg}"
-        extra = len(exc.errors()) - 1
-        if extra:
-            text += f" (and {extra} more error{'s' if extra > 1 else ''})"
-        raise ValidationError(text, field=field) from None
+        return model(**values)
+    except (
+        ValidationError
+    ) as exc:  # raised by RequestModel.__init__, named after the model: name the operation
+        raise ValidationError(f"{what}: {exc.detail}", field=exc.field) from None
+
+
+def _as_validation_error(exc: pydantic.ValidationError, what: str) -> ValidationError:
+    """The client's ``ValidationError`` for a pydantic one: first error's field, value and rule."""
+    err = exc.errors(include_url=False)[0]
+    field = ".".join(str(p) for p in err.get("loc", ())) or None
+    given = err.get("input")
+    msg = err.get("msg", "invalid")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if field and isinstance(given, dict) and field.split(".")[-1] not in given:
+        text = f"{what}: field '{field}': {msg}"
+    else:
+        text = f"{what}: field '{field}' = {given!r}: {msg}" if field else f"{what}: {msg}"
+    extra = len(exc.errors()) - 1
+    if extra:
+        text += f" (and {extra} more error{'s' if extra > 1 else ''})"
+    return ValidationError(text, field=field, detail=text.removeprefix(f"{what}: "))
 
 
 class RequestModel(BaseModel):
     """Base of request models: unknown keyword arguments are refused (a typo must not become a no-op filter)."""
 
     model_config = ConfigDict(extra="forbid", use_enum_values=True, populate_by_name=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:  # callers catch the client's error type, never pydantic's
+            raise _as_validation_error(exc, type(self).__name__) from None
 
     def body(self) -> dict[str, Any]:
         """The JSON body: set fields only, enums as values, ``None`` dropped."""
@@ -192,15 +205,22 @@ class Selection(RequestModel):
         return {
             name: value
             for name in SELECTION_FILTERS
-            if (value := getattr(self, name)) is not None and value != []
+            if (value := getattr(self, name)) is not None
+            and value != []
+            and NEUTRAL_FLAGS.get(name, object()) != value
         }
 
     def _not_sent(self) -> set[str]:
         return {"allow_unfiltered"}
 
 
+#: Flags whose value alone narrows nothing (the server's default), so they do not count as a selection.
+NEUTRAL_FLAGS = {"include_historical": True, "pro_only": False}
+
 SELECTION_FILTERS = tuple(
-    name for name in Selection.model_fields if name not in ("issue_type", "deploymentSlug", "allow_unfiltered")
+    name
+    for name in Selection.model_fields
+    if name not in ("issue_type", "deploymentSlug", "allow_unfiltered")
 )
 
 

@@ -14,6 +14,13 @@ def parse_timestamp(value: object) -> datetime | None:
     dates without a zone (taken as UTC), epoch seconds (int, float or digit string), ``datetime`` objects and
     ``None``/``""`` (-> ``None``). Raises ``ValueError`` naming the value for anything else.
     """
+    try:
+        return _parse_timestamp(value)
+    except (OverflowError, OSError):  # out of the platform's range: a bad value, not a crash of the caller
+        raise ValueError(f"timestamp out of range: {value!r}") from None
+
+
+def _parse_timestamp(value: object) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):

@@ -54,7 +54,9 @@ class RetryPolicy:
         cap = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
         return self.rng.uniform(cap / 2, cap)
 
-    def delay(self, attempt: int, started: float, retry_after: float | None, now: float | None = None) -> float | None:
+    def delay(
+        self, attempt: int, started: float, retry_after: float | None, now: float | None = None
+    ) -> float | None:
         """Seconds to wait before the next attempt, or ``None`` to give up (attempts or total time exhausted)."""
         if attempt > self.max_retries:
             return None
@@ -100,7 +102,9 @@ def final_transport_error(endpoint: Endpoint, error: Exception, attempts: int) -
             "acted on it. Not retried: re-read the findings' external_ticket before trying again",
             endpoint=endpoint.name,
         )
-    return TransportError(f"{kind} after {attempts} attempt(s): {excerpt(str(error), 200)}", endpoint=endpoint.name)
+    return TransportError(
+        f"{kind} after {attempts} attempt(s): {excerpt(str(error), 200)}", endpoint=endpoint.name
+    )
 
 
 def ambiguous_status_error(endpoint: Endpoint, response: httpx.Response) -> AmbiguousWriteError:

@@ -25,19 +25,29 @@ def _as_bool(name: str, value: Any) -> bool:
     raise ValueError(f"connection extra '{name}' = {value!r} is not a boolean; use true or false")
 
 
+def _number(name: str, value: Any, kind: type) -> Any:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"connection extra '{name}' = {value!r} is not {what}") from None
+
+
 def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
     """Client keyword arguments from a connection's host and extras (everything but the token)."""
     if not host:
-        raise ValueError("the connection has no host: set it to the API base URL, e.g. https://findings.example.com")
+        raise ValueError(
+            "the connection has no host: set it to the API base URL, e.g. https://findings.example.com"
+        )
     opts: dict[str, Any] = {
         "base_url": host if "://" in host else f"https://{host}",
         "deployment_id": extra.get("deployment_id") or None,
         "deployment_slug": extra.get("deployment_slug") or None,
     }
     if extra.get("timeout") not in (None, ""):
-        opts["timeout"] = float(extra["timeout"])
+        opts["timeout"] = _number("timeout", extra["timeout"], float)
     if extra.get("max_retries") not in (None, ""):
-        opts["max_retries"] = int(extra["max_retries"])
+        opts["max_retries"] = _number("max_retries", extra["max_retries"], int)
     if "allow_insecure_http" in extra:
         opts["allow_insecure_http"] = _as_bool("allow_insecure_http", extra["allow_insecure_http"])
     verify = extra.get("verify")

@@ -1,0 +1,283 @@
+"""FindingsApiHook: connection (from ``AIRFLOW_CONN_*``) -> client; no I/O in ``__init__``; test_connection;
+the token masked; the connection form."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import ssl
+from typing import Any
+
+import certifi
+import httpx
+import pytest
+from findings_provider.client import AsyncFindingsClient, ConfigurationError, FindingsClient, RetryPolicy
+from findings_provider.hooks import findings_api
+from findings_provider.hooks.findings_api import FindingsApiHook
+
+TOKEN = "tok-SECRET-123"
+ENV = "AIRFLOW_CONN_FINDINGS_API_DEFAULT"
+FAST = RetryPolicy(max_retries=0)
+
+
+def set_connection(monkeypatch: pytest.MonkeyPatch, env: str = ENV, **overrides: Any) -> dict:
+    conn: dict[str, Any] = {
+        "conn_type": "findings_api",
+        "host": "http://127.0.0.1:8900",
+        "password": TOKEN,
+        "extra": {"deployment_slug": "acme", "deployment_id": "1"},
+    }
+    extra = overrides.pop("extra", None)
+    conn.update(overrides)
+    if extra is not None:
+        conn["extra"] = {**conn["extra"], **extra}
+    monkeypatch.setenv(env, json.dumps(conn))
+    return conn
+
+
+class Server:
+    """A mock API: records requests, answers the deployment list (or a given status)."""
+
+    def __init__(self, status: int = 200, body: Any = None) -> None:
+        self.status = status
+        self.body = (
+            body if body is not None else {"deployments": [{"id": "1", "slug": "acme", "name": "Acme"}]}
+        )
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if request.url.path.endswith("/findings"):
+            return httpx.Response(200, json={"findings": [{"id": 5}]})
+        return httpx.Response(self.status, json=self.body)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Server:
+    """Route the clients the hook builds to a mock transport (everything else about them is real)."""
+    srv = Server()
+    transport = httpx.MockTransport(srv)
+    monkeypatch.setattr(
+        findings_api,
+        "FindingsClient",
+        functools.partial(FindingsClient, transport=transport, retry_policy=FAST),
+    )
+    monkeypatch.setattr(
+        findings_api,
+        "AsyncFindingsClient",
+        functools.partial(AsyncFindingsClient, transport=transport, retry_policy=FAST),
+    )
+    return srv
+
+
+@pytest.fixture
+def masked(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    calls: list[tuple] = []
+    monkeypatch.setattr("airflow.sdk.log.mask_secret", lambda *args, **kwargs: calls.append(args))
+    return calls
+
+
+def test_hook_identity() -> None:
+    assert FindingsApiHook.conn_type == "findings_api"
+    assert FindingsApiHook.default_conn_name == "findings_api_default"
+    assert FindingsApiHook.conn_name_attr == "findings_conn_id"
+    assert FindingsApiHook.hook_name == "Security Findings API"
+    assert FindingsApiHook().findings_conn_id == "findings_api_default"
+
+
+def test_init_does_no_io(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("connection looked up in __init__")
+
+    monkeypatch.setattr(FindingsApiHook, "get_connection", classmethod(boom))
+    monkeypatch.setattr(FindingsApiHook, "aget_connection", classmethod(boom))
+    monkeypatch.setattr(findings_api, "FindingsClient", boom)
+    hook = FindingsApiHook(findings_conn_id="does_not_exist")
+    assert hook.findings_conn_id == "does_not_exist"
+    assert "client" not in hook.__dict__
+    with pytest.raises(AssertionError, match="looked up"):
+        hook.client  # noqa: B018  (the lookup happens on first use)
+
+
+def test_client_built_from_the_connection(monkeypatch: pytest.MonkeyPatch, masked: list) -> None:
+    set_connection(
+        monkeypatch,
+        extra={
+            "timeout": "12.5",
+            "max_retries": 2,
+            "verify": "false",
+            "tracker_project_field": "brand_project_id",
+        },
+    )
+    hook = FindingsApiHook()
+    client = hook.client
+    try:
+        assert isinstance(client, FindingsClient)
+        assert client is hook.get_conn() is hook.client  # built once
+        assert client.base_url == "http://127.0.0.1:8900"
+        assert (client.deployment_id, client.deployment_slug) == ("1", "acme")
+        assert client._http.timeout.read == 12.5
+        assert client.retry_policy.max_retries == 2
+        assert client._http_options["verify"] is False
+        assert client.tracker_project_field == "brand_project_id"
+        assert client._http.headers["Authorization"] == f"Bearer {TOKEN}"
+        assert TOKEN not in repr(client)
+    finally:
+        hook.close()
+    assert "client" not in hook.__dict__
+    assert (TOKEN,) in masked
+
+
+def test_defaults_and_https_host_without_scheme(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, host="findings.example.com", extra={"deployment_id": None})
+    client = FindingsApiHook().client
+    assert client.base_url == "https://findings.example.com"
+    assert client.deployment_id is None
+    assert client.deployment_slug == "acme"
+    assert client._http.timeout.read == 30.0
+    assert client.retry_policy.max_retries == 4
+    assert client._http_options["verify"] is True
+    assert client._http._transport._pool._ssl_context.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_other_connection_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, env="AIRFLOW_CONN_FINDINGS_STAGING", host="https://staging.example.com")
+    assert (
+        FindingsApiHook(findings_conn_id="findings_staging").client.base_url == "https://staging.example.com"
+    )
+
+
+def test_verify_ca_bundle_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, host="https://findings.example.com", extra={"verify": certifi.where()})
+    client = FindingsApiHook().client
+    assert isinstance(client._http_options["verify"], ssl.SSLContext)
+
+
+def test_insecure_http_needs_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, host="http://findings.internal:8900")
+    with pytest.raises(ConfigurationError, match="allow_insecure_http"):
+        FindingsApiHook().client  # noqa: B018
+    set_connection(monkeypatch, host="http://findings.internal:8900", extra={"allow_insecure_http": "true"})
+    assert FindingsApiHook().client.base_url == "http://findings.internal:8900"
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragments"),
+    [
+        ({"allow_insecure_http": "maybe"}, ["'allow_insecure_http'", "'maybe'"]),
+        (
+            {"verify": "perhaps-a-file-that-is-missing.pem"},
+            ["CA bundle", "perhaps-a-file-that-is-missing.pem"],
+        ),
+        ({"timeout": "soon"}, ["'timeout'", "'soon'"]),
+        ({"max_retries": "lots"}, ["'max_retries'", "'lots'"]),
+        ({"deployment_id": "acme"}, ["deployment_id", "'acme'"]),
+    ],
+)
+def test_bad_extras_are_clear_errors(monkeypatch: pytest.MonkeyPatch, extra: dict, fragments: list) -> None:
+    set_connection(monkeypatch, extra=extra)
+    with pytest.raises(ValueError) as info:
+        FindingsApiHook().client  # noqa: B018
+    for fragment in fragments:
+        assert fragment in str(info.value)
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert all(fragment in message for fragment in fragments)
+
+
+def test_missing_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, host="")
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "no host" in message
+
+
+def test_test_connection_success(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch)
+    hook = FindingsApiHook()
+    ok, message = hook.test_connection()
+    assert ok is True
+    assert "acme" in message
+    assert "http://127.0.0.1:8900" in message
+    assert len(server.requests) == 1
+    request = server.requests[0]
+    assert str(request.url) == "http://127.0.0.1:8900/api/v1/deployments"
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert "client" not in hook.__dict__  # closed afterwards
+    assert TOKEN not in message
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_test_connection_authentication_failure(
+    monkeypatch: pytest.MonkeyPatch, server: Server, status: int
+) -> None:
+    set_connection(monkeypatch)
+    server.status, server.body = status, {"error": "bad token", "echo": f"Bearer {TOKEN}"}
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "Web API access" in message
+    assert f"HTTP {status}" in message
+    assert TOKEN not in message
+    assert len(server.requests) == 1  # not retried
+
+
+def test_test_connection_deployment_not_visible(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch, extra={"deployment_id": "2", "deployment_slug": "other"})
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "cannot resolve the deployment" in message
+    assert "1/acme" in message
+
+
+def test_token_is_masked(monkeypatch: pytest.MonkeyPatch, server: Server, masked: list) -> None:
+    set_connection(monkeypatch)
+    FindingsApiHook().client  # noqa: B018
+    assert (TOKEN,) in masked
+
+
+def test_get_async_client(monkeypatch: pytest.MonkeyPatch, server: Server, masked: list) -> None:
+    set_connection(monkeypatch, extra={"max_retries": "3"})
+
+    async def go() -> Any:
+        client = await FindingsApiHook().get_async_client()
+        async with client:
+            page = await client.list_findings()
+        return client, page
+
+    client, page = asyncio.run(go())
+    assert isinstance(client, AsyncFindingsClient)
+    assert (client.base_url, client.deployment_slug) == ("http://127.0.0.1:8900", "acme")
+    assert [f.id for f in page.items] == [5]
+    assert server.requests[-1].headers["Authorization"] == f"Bearer {TOKEN}"
+    assert str(server.requests[-1].url).startswith("http://127.0.0.1:8900/api/v1/deployments/acme/findings?")
+    assert (TOKEN,) in masked
+
+
+def test_get_async_client_real_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, extra={"max_retries": "3", "timeout": 7})
+    client = asyncio.run(FindingsApiHook().get_async_client())
+    assert isinstance(client, AsyncFindingsClient)
+    assert client.retry_policy.max_retries == 3
+    assert client._http.timeout.read == 7.0
+    asyncio.run(client.aclose())
+
+
+def test_ui_field_behaviour() -> None:
+    behaviour = FindingsApiHook.get_ui_field_behaviour()
+    assert set(behaviour["hidden_fields"]) == {"schema", "port", "login"}
+    assert behaviour["relabeling"] == {"host": "Base URL", "password": "API token"}
+    assert "Web API access" in behaviour["placeholders"]["password"]
+    assert behaviour["placeholders"]["host"].startswith("https://")
+
+
+def test_ui_field_behaviour_matches_provider_info() -> None:
+    from findings_provider import get_provider_info
+
+    [conn_type] = get_provider_info()["connection-types"]
+    declared = conn_type["ui-field-behaviour"]
+    behaviour = FindingsApiHook.get_ui_field_behaviour()
+    assert declared["hidden-fields"] == behaviour["hidden_fields"]
+    assert declared["relabeling"] == behaviour["relabeling"]
+    assert conn_type["hook-class-name"] == f"{FindingsApiHook.__module__}.{FindingsApiHook.__qualname__}"
+    assert conn_type["connection-type"] == FindingsApiHook.conn_type
