@@ -1,0 +1,70 @@
+"""dependency_inventory: pull the dependency inventory into the warehouse and report on it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from airflow.sdk import DAG
+from findings_provider.assets import DEPENDENCIES
+from findings_provider.config import load_pipeline_config
+from findings_provider.dag_defaults import default_args
+from findings_provider.governance.dependency_inventory import dependency_filter
+from findings_provider.operators.dependencies import (
+    DependencyReportOperator,
+    ExtractDependenciesOperator,
+    ExtractDependencyRepositoriesOperator,
+)
+
+CFG = load_pipeline_config()
+SETTINGS = CFG.dependency_inventory
+FILTER = dependency_filter(SETTINGS.filters)
+
+DOC = """
+### Dependency inventory
+
+1. **extract_dependencies** pulls every dependency (mixed cursor pagination, `pageSize` up to 10000) into the
+   warehouse table `dependencies`; rows the API no longer serves are removed, so the table mirrors the
+   inventory.
+2. **extract_dependency_repositories** pulls every repository with dependencies (its summary: number of
+   dependencies, dependency path scan) into `dependency_repositories`.
+3. **dependency_report** summarises licences and the most widespread dependencies with pandas into an HTML
+   report with charts and CSV files (`$FINDINGS_REPORT_DIR/dependency_inventory/`).
+
+Page sizes and optional filters come from `dependency_inventory` in `include/pipeline.yaml`:
+`filters.licenses` (licences to keep) and `filters.packages` (package names, with an exact version or a
+version range); they are sent to the API as its `dependencyFilter`.
+
+**Params**: none.
+"""
+
+with DAG(
+    dag_id="dependency_inventory",
+    description="Pull the dependency inventory into the warehouse and report on it",
+    doc_md=DOC,
+    schedule=SETTINGS.schedule,
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(),
+    tags=["findings", "governance", "dependencies"],
+) as dag:
+    dependencies = ExtractDependenciesOperator(
+        task_id="extract_dependencies",
+        findings_conn_id=CFG.connections.api_conn_id,
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        page_size=SETTINGS.page_size,
+        dependency_filter=FILTER,
+        outlets=[DEPENDENCIES],
+    )
+    repositories = ExtractDependencyRepositoriesOperator(
+        task_id="extract_dependency_repositories",
+        findings_conn_id=CFG.connections.api_conn_id,
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        page_size=SETTINGS.repositories_page_size,
+        dependency_filter=FILTER,
+    )
+    report = DependencyReportOperator(
+        task_id="dependency_report",
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+    )
+    [dependencies, repositories] >> report

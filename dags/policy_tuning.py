@@ -1,0 +1,111 @@
+"""policy_tuning: propose, and on approval apply, rule mode changes from triage statistics."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.providers.standard.operators.python import ShortCircuitOperator
+from airflow.sdk import DAG, Param
+from findings_provider.assets import POLICY_RULES
+from findings_provider.config import load_pipeline_config
+from findings_provider.dag_defaults import default_args
+from findings_provider.governance.policy_tuning import approval_needed
+from findings_provider.operators.policies import (
+    ApplyPolicyChangesOperator,
+    ListPolicyRulesOperator,
+    ProposePolicyChangesOperator,
+)
+
+CFG = load_pipeline_config()
+SETTINGS = CFG.policy_tuning
+
+DOC = """
+### Policy tuning
+
+Proposes rule mode changes from the warehouse's triage statistics and, after a person approves them, applies
+them.
+
+1. **list_policy_rules** lists the rules of the policies (cursor pagination) into `policy_rules`. The policies
+   are the `policies` param, by default those named in `include/pipeline.yaml` (`policy_tuning.policies`), or,
+   when it names none, every policy the deployment lists. A deployment whose policy API was retired (410)
+   fails here with that message and no retries.
+2. **propose_policy_changes** computes per rule, from the warehouse's code findings (rule `path` = finding
+   `rule_name`): findings, the share of autotriage false and true positives, and the share people triaged as
+   false positive; then applies the thresholds of `policy_tuning.rules` (for example a `MODE_BLOCK` or
+   `MODE_COMMENT` rule whose false-positive share is above 80% over at least 20 findings goes to
+   `MODE_MONITOR`). The proposal is logged, written as an HTML report with a chart and CSV files
+   (`$FINDINGS_REPORT_DIR/policy_tuning/`), and stored in the warehouse.
+3. **needs_approval** stops here on a dry run or when nothing is proposed.
+4. **approve_policy_changes** waits for a person to approve in the UI (Required actions). Reject, or no answer
+   within 6 days: nothing is applied.
+5. **apply_policy_changes** applies each change with the update-policy call and records it in `policy_changes`
+   (previous mode, new mode, status, response) so it can be reverted.
+
+**Params**
+
+- `dry_run` (boolean, default `true`): propose and report only; nothing changes and no approval is asked.
+- `policies` (list of policy ids or null): the policies to tune for this run; null or empty: every policy the
+  deployment lists.
+"""
+
+with DAG(
+    dag_id="policy_tuning",
+    description="Propose, and on approval apply, rule mode changes from triage statistics",
+    doc_md=DOC,
+    schedule=SETTINGS.schedule,
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(),
+    tags=["findings", "governance", "policies"],
+    render_template_as_native_obj=True,
+    params={
+        "dry_run": Param(
+            SETTINGS.dry_run,
+            type="boolean",
+            description="Propose and report only: nothing changes and no approval is asked.",
+        ),
+        "policies": Param(
+            SETTINGS.policies or None,
+            type=["null", "array"],
+            items={"type": "string", "pattern": "^[0-9]+$"},
+            uniqueItems=True,
+            description="Policy ids to tune; null or empty: every policy the deployment lists.",
+        ),
+    },
+) as dag:
+    list_rules = ListPolicyRulesOperator(
+        task_id="list_policy_rules",
+        findings_conn_id=CFG.connections.api_conn_id,
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        policy_ids="{{ params.policies }}",
+        outlets=[POLICY_RULES],
+    )
+    propose = ProposePolicyChangesOperator(
+        task_id="propose_policy_changes",
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        policy_ids=list_rules.output["policy_ids"],
+        dry_run="{{ params.dry_run }}",
+    )
+    needs_approval = ShortCircuitOperator(
+        task_id="needs_approval",
+        python_callable=approval_needed,
+        op_args=[propose.output],
+    )
+    approve = ApprovalOperator(
+        task_id="approve_policy_changes",
+        subject="Apply {{ ti.xcom_pull(task_ids='propose_policy_changes')['proposed'] }} rule mode changes?",
+        body="{{ ti.xcom_pull(task_ids='propose_policy_changes')['approval_body'] }}",
+        defaults="Reject",
+        response_timeout=timedelta(days=6),
+    )
+    apply = ApplyPolicyChangesOperator(
+        task_id="apply_policy_changes",
+        findings_conn_id=CFG.connections.api_conn_id,
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        propose_task_id="propose_policy_changes",
+        approval_task_id="approve_policy_changes",
+        dry_run="{{ params.dry_run }}",
+    )
+    needs_approval >> approve >> apply

@@ -1,0 +1,67 @@
+"""project_settings: make projects' tags and managed-scan settings match include/projects.yaml."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from airflow.sdk import DAG, Param
+from findings_provider.config import load_pipeline_config
+from findings_provider.dag_defaults import default_args
+from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
+
+CFG = load_pipeline_config()
+SETTINGS = CFG.project_settings
+
+DOC = """
+### Project settings as code
+
+`include/projects.yaml` (the `project_settings.file` of `include/pipeline.yaml`) declares, per project name or
+glob of names, the tags the project must carry and whether managed diff and full scans are enabled. Later
+entries override earlier ones for the same project. Only tags listed under `managed_tags` are ever removed; an
+entry without `tags` leaves a project's tags alone.
+
+1. **plan_project_settings** reads the file (an invalid file fails the task with the line and the reason),
+   lists the deployment's projects and prints the plan, one line per action (`PLAN add_tags acme/api: +pci`,
+   `PLAN remove_tags ...`, `PLAN set_managed_scans ...: full_scan=on`). Names or globs that match no project
+   are reported (`SKIP pattern ...`) and skipped, not an error. The full plan is stored in the warehouse.
+2. **apply_project_settings** prints the plan again and applies only the difference: add tags, remove managed
+   tags, toggle managed scans. A second run right after has an empty plan.
+
+**Params**
+
+- `dry_run` (boolean, default from `project_settings.dry_run` in `include/pipeline.yaml`): print the plan and
+  change nothing.
+"""
+
+with DAG(
+    dag_id="project_settings",
+    description="Make projects' tags and managed-scan settings match include/projects.yaml",
+    doc_md=DOC,
+    schedule=SETTINGS.schedule,
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(),
+    tags=["findings", "governance", "projects"],
+    render_template_as_native_obj=True,
+    params={
+        "dry_run": Param(
+            SETTINGS.dry_run,
+            type="boolean",
+            description="Print the plan and change nothing.",
+        ),
+    },
+) as dag:
+    plan = ProjectSettingsPlanOperator(
+        task_id="plan_project_settings",
+        findings_conn_id=CFG.connections.api_conn_id,
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+    )
+    apply = ApplyProjectSettingsOperator(
+        task_id="apply_project_settings",
+        findings_conn_id=CFG.connections.api_conn_id,
+        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        plan_task_id="plan_project_settings",
+        dry_run="{{ params.dry_run }}",
+    )
+    plan >> apply

@@ -1,0 +1,197 @@
+"""Dependency inventory: pull dependencies and repository summaries into the warehouse, summarise them.
+
+Both pulls are complete on every run (mixed cursor pagination, the cursor and page size in the JSON body);
+rows the API no longer serves are removed afterwards, so the tables mirror the (filtered) inventory.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from sqlalchemy import select
+
+from findings_provider.governance.common import model_json, prune_missing, read_frame
+from findings_provider.warehouse import dependency_repository_rows, dependency_rows
+from findings_provider.warehouse.schema import dependencies, dependency_repositories
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from findings_provider.client import FindingsClient
+    from findings_provider.config import DependencyFilters
+    from findings_provider.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_LICENCE = "(unknown)"
+
+
+def dependency_filter(filters: DependencyFilters | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The API's ``dependencyFilter`` from the YAML's ``dependency_inventory.filters`` (None when empty)."""
+    if filters is None:
+        return None
+    if not isinstance(filters, dict):
+        filters = filters.model_dump()
+    body: dict[str, Any] = {}
+    if filters.get("licenses"):
+        body["license"] = list(filters["licenses"])
+    packages = []
+    for p in filters.get("packages") or ():
+        package = {"name": p["name"], "exactNameMatch": p.get("exact_name_match", True)}
+        for key, api_key in (
+            ("exact_version", "exactVersion"),
+            ("version_lower_bound", "versionLowerBound"),
+            ("version_upper_bound", "versionUpperBound"),
+        ):
+            if p.get(key) is not None:
+                package[api_key] = str(p[key])
+        packages.append(package)
+    if packages:
+        body["packageFilters"] = packages
+    return body or None
+
+
+def extract_dependencies(
+    client: FindingsClient,
+    warehouse: Warehouse,
+    *,
+    page_size: int | None = None,
+    dependency_filter: dict[str, Any] | None = None,
+    prune: bool = True,
+) -> dict[str, int]:
+    """Pull every dependency into ``dependencies``; return counts (pulled, pages, written, removed)."""
+    seen: set[str] = set()
+    pages = written = 0
+    for page in client.iter_dependency_pages(page_size=page_size, dependency_filter=dependency_filter):
+        rows = dependency_rows([model_json(d) for d in page.dependencies])
+        written += warehouse.upsert_dependencies(rows)
+        seen.update(row[0] for row in rows)
+        pages += 1
+        log.info("pulled %d dependencies, page %d, %d total", len(rows), pages, len(seen))
+    removed = prune_missing(warehouse, dependencies, seen) if prune else 0
+    if removed:
+        log.info("removed %d dependencies the API no longer serves", removed)
+    return {"dependencies": len(seen), "pages": pages, "written": written, "removed": removed}
+
+
+def extract_repositories(
+    client: FindingsClient,
+    warehouse: Warehouse,
+    *,
+    page_size: int | None = None,
+    dependency_filter: dict[str, Any] | None = None,
+    prune: bool = True,
+) -> dict[str, int]:
+    """Pull every repository summary into ``dependency_repositories``; return counts."""
+    seen: set[int] = set()
+    pages = written = 0
+    for page in client.iter_repository_pages(page_size=page_size, dependency_filter=dependency_filter):
+        rows = dependency_repository_rows([model_json(r) for r in page.repositorySummaries])
+        written += warehouse.upsert_dependency_repositories(rows)
+        seen.update(row[0] for row in rows)
+        pages += 1
+        log.info("pulled %d repository summaries, page %d, %d total", len(rows), pages, len(seen))
+    removed = prune_missing(warehouse, dependency_repositories, seen) if prune else 0
+    if removed:
+        log.info("removed %d repository summaries the API no longer serves", removed)
+    return {"repositories": len(seen), "pages": pages, "written": written, "removed": removed}
+
+
+# --- summary ------------------------------------------------------------------------------------------------
+
+
+def _licences(column: Any, raw: str | None) -> list[str]:
+    """Licences of one dependency: the ``license`` column, else ``license``/``licenses`` in the raw JSON."""
+    value: Any = column
+    if isinstance(value, str) and value.startswith("["):
+        value = orjson.loads(value)
+    if value in (None, "", []) and raw:
+        data = orjson.loads(raw)
+        for key in ("license", "licenses", "licence", "licences"):
+            if data.get(key) not in (None, "", []):
+                value = data[key]
+                break
+    if value in (None, "", []):
+        return [UNKNOWN_LICENCE]
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def _raw_field(raw: str | None, *keys: str) -> Any:
+    if not raw:
+        return None
+    data = orjson.loads(raw)
+    return next((data[k] for k in keys if data.get(k) is not None), None)
+
+
+def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataFrame]:
+    """Licences, the most widespread dependencies and the largest repositories, as report tables."""
+    import pandas as pd
+
+    d = dependencies.c
+    deps = read_frame(warehouse, select(d.id, d.name, d.version, d.ecosystem, d.license, d.repository_id, d.raw))
+    r = dependency_repositories.c
+    repos = read_frame(warehouse, select(r.id, r.name, r.num_dependencies, r.has_dependency_path_scan))
+
+    if deps.empty:
+        licences = pd.DataFrame({"dependencies": pd.Series(dtype=int)})
+        widespread = pd.DataFrame(
+            {"repositories": pd.Series(dtype=int), "occurrences": pd.Series(dtype=int), "versions": []}
+        )
+    else:
+        deps["licences"] = [_licences(c, raw) for c, raw in zip(deps["license"], deps["raw"], strict=True)]
+        missing_repo = deps["repository_id"].isna()
+        if missing_repo.any():
+            deps.loc[missing_repo, "repository_id"] = [
+                _raw_field(raw, "repositoryId", "repository_id") for raw in deps.loc[missing_repo, "raw"]
+            ]
+        deps["ecosystem"] = deps["ecosystem"].fillna("")
+        licences = (
+            deps.explode("licences")
+            .groupby("licences")
+            .agg(dependencies=("id", "nunique"), repositories=("repository_id", "nunique"))
+            .sort_values(["dependencies", "repositories"], ascending=False)
+        )
+        licences.index.name = "licence"
+        widespread = (
+            deps.groupby(["name", "ecosystem"])
+            .agg(
+                repositories=("repository_id", "nunique"),
+                occurrences=("id", "size"),
+                versions=("version", lambda v: ", ".join(sorted(set(map(str, v.dropna())))[:6])),
+            )
+            .sort_values(["repositories", "occurrences"], ascending=False)
+            .head(top)
+        )
+        widespread.index = [f"{n} ({e})" if e else str(n) for n, e in widespread.index]
+        widespread.index.name = "dependency"
+    largest = (
+        repos.sort_values("num_dependencies", ascending=False)
+        .head(top)
+        .set_index("name")[["id", "num_dependencies", "has_dependency_path_scan"]]
+    )
+    return {
+        "dependencies per licence": licences,
+        f"most widespread dependencies (top {top}, by repositories)": widespread,
+        f"repositories with the most dependencies (top {top})": largest,
+        "totals": pd.DataFrame(
+            {
+                "value": [
+                    len(deps),
+                    int(deps["name"].nunique()) if not deps.empty else 0,
+                    len(repos),
+                    int(repos["has_dependency_path_scan"].fillna(False).astype(bool).sum()) if len(repos) else 0,
+                ]
+            },
+            index=pd.Index(
+                [
+                    "dependencies",
+                    "distinct packages",
+                    "repositories",
+                    "repositories with dependency path scan",
+                ],
+                name="total",
+            ),
+        ),
+    }

@@ -1,0 +1,229 @@
+"""Operators of policy tuning: list policy rules, propose mode changes from triage statistics, apply them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from findings_provider.governance.common import as_bool, as_id_list, preview, run_identity, state_key
+from findings_provider.operators.base import FindingsBaseOperator
+
+PROPOSAL_STATE = "policy_tuning/proposal"
+APPROVE = "Approve"
+
+
+class ListPolicyRulesOperator(FindingsBaseOperator):
+    """List the rules of policies (cursor pagination) into the warehouse's ``policy_rules`` table.
+
+    Rules a policy no longer lists are removed from the table. A deployment whose policy API was retired
+    (410) fails the task at once with that message (``PolicyApiRetiredError``, no task retries).
+
+    :param policy_ids: policy ids (numeric strings); empty or None: every policy the deployment lists.
+        Templated (a list, a JSON list or a comma-separated string).
+    :param limit: rules per page (1-2000; the API's default is 500).
+    :return: ``{"policy_ids": [...], "rules": n, "rules_per_policy": {id: n}}``; ``policy_ids`` is also pushed
+        under its own XCom key, so a downstream task can take ``task.output["policy_ids"]``.
+    """
+
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids")
+
+    def __init__(self, *, policy_ids: Any = None, limit: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.policy_ids = policy_ids
+        self.limit = limit
+
+    def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.governance.policy_tuning import select_policies, sync_policy_rules
+
+        client = self.api_hook.client
+        ids = select_policies(client, as_id_list(self.policy_ids))
+        counts = sync_policy_rules(client, self.warehouse_hook.get_warehouse(), ids, limit=self.limit)
+        self.log.info("pulled %d rules of %d policies: %s", sum(counts.values()), len(ids), counts)
+        context["ti"].xcom_push(key="policy_ids", value=ids)
+        return {"policy_ids": ids, "rules": sum(counts.values()), "rules_per_policy": counts}
+
+
+class ProposePolicyChangesOperator(FindingsBaseOperator):
+    """Propose rule mode changes from the warehouse's triage statistics (pandas); write a report.
+
+    Per rule (policy rule ``path`` = finding ``rule_name``): number of code findings, share of autotriage
+    false and true positives, share a person triaged as false positive. A threshold proposes its ``to_mode``
+    for a rule in one of its ``from_modes`` whose metric is above ``above`` over at least ``min_findings``
+    findings.
+    The proposal goes to the task log, to an HTML report and CSV files, and in full to the warehouse's
+    ``pipeline_state`` (key in the XCom) for :class:`ApplyPolicyChangesOperator`. Nothing is changed here.
+
+    :param policy_ids: policies whose rules are evaluated (None: every policy in ``policy_rules``). Templated.
+    :param thresholds: ``ModeRule`` objects or dicts; None: ``policy_tuning.rules`` of ``pipeline.yaml``.
+    :param dry_run: recorded in the result; a dry run never needs approval. Templated.
+    :param dedupe_fingerprints: count one issue found on several branches (same ``match_based_id``) once.
+    :param report_dir: directory of the report (default ``$FINDINGS_REPORT_DIR/policy_tuning``).
+    :return: ``{"proposed", "rules_evaluated", "dry_run", "needs_approval", "proposal_key", "report",
+        "preview" (first rows), "approval_body" (markdown for the approver)}``.
+    """
+
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids", "dry_run")
+
+    def __init__(
+        self,
+        *,
+        policy_ids: Any = None,
+        thresholds: Sequence[Any] | None = None,
+        dry_run: Any = True,
+        dedupe_fingerprints: bool = False,
+        report_dir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.policy_ids = policy_ids
+        self.thresholds = thresholds
+        self.dry_run = dry_run
+        self.dedupe_fingerprints = dedupe_fingerprints
+        self.report_dir = report_dir
+
+    def _thresholds(self) -> list[Any]:
+        from findings_provider.config import ModeRule, load_pipeline_config
+
+        if self.thresholds is None:
+            return list(load_pipeline_config().policy_tuning.rules)
+        return [t if isinstance(t, ModeRule) else ModeRule.model_validate(t) for t in self.thresholds]
+
+    def run(self, context: Any) -> dict[str, Any]:
+        from pathlib import Path
+
+        from findings_provider.governance import policy_tuning as pt
+        from findings_provider.reports import Chart, log_table, report_dir, write_report
+
+        dry_run = as_bool(self.dry_run, "dry_run")
+        warehouse = self.warehouse_hook.get_warehouse()
+        thresholds = self._thresholds()
+        rules = pt.read_rules(warehouse, as_id_list(self.policy_ids))
+        stats = pt.rule_statistics(
+            pt.read_code_findings(warehouse),
+            exclude_from_human=pt.pipeline_triaged_ids(warehouse),
+            dedupe_fingerprints=self.dedupe_fingerprints,
+        )
+        evaluated = pt.evaluate_rules(rules, stats)
+        proposals = pt.propose_changes(evaluated, thresholds)
+        records = pt.proposal_records(proposals)
+        self.log.info(
+            "evaluated %d rules (%d with findings) against %d thresholds: %d changes proposed%s",
+            len(evaluated),
+            int((evaluated["findings"] > 0).sum()),
+            len(thresholds),
+            len(records),
+            " (dry run: nothing will be applied)" if dry_run else "",
+        )
+        for record in records:
+            self.log.info("PROPOSE %s", pt.describe(record))
+        log_table(self.log, "Proposed rule mode changes", proposals)
+
+        dag_id, run_id = run_identity(context)
+        tables = pt.report_tables(evaluated, proposals)
+        share_table = next(name for name in tables if name.startswith("false-positive share"))
+        report = write_report(
+            f"policy_tuning__{run_id or 'adhoc'}",
+            "Policy tuning: proposed rule mode changes" + (" (dry run)" if dry_run else ""),
+            tables,
+            charts=[Chart("Autotriage verdicts per rule", table=share_table, stacked=True)],
+            notes=[
+                f"{len(records)} change(s) proposed from {len(evaluated)} rules. Thresholds: "
+                + "; ".join(
+                    f"{t.name}: {'/'.join(map(str, t.from_modes))} -> {t.to_mode} when {t.metric} > "
+                    f"{t.above:.0%} over at least {t.min_findings} findings"
+                    for t in thresholds
+                ),
+                "Dry run: nothing is applied." if dry_run else "Changes apply only after approval in the UI.",
+            ],
+            out_dir=Path(self.report_dir) if self.report_dir else report_dir("policy_tuning"),
+        )
+        self.log.info("report: %s", report.html)
+        key = state_key(PROPOSAL_STATE, dag_id, run_id)
+        warehouse.set_state(key, {"proposals": records, "dry_run": dry_run, "report": report.html})
+        return {
+            "proposed": len(records),
+            "rules_evaluated": len(evaluated),
+            "dry_run": dry_run,
+            "needs_approval": bool(records) and not dry_run,
+            "proposal_key": key,
+            "report": report.as_xcom(),
+            "preview": preview(records),
+            "approval_body": pt.approval_markdown(records, report.html),
+        }
+
+
+class ApplyPolicyChangesOperator(FindingsBaseOperator):
+    """Apply proposed rule mode changes with the update-policy call, each recorded in ``policy_changes``.
+
+    The proposals come from ``proposals`` or, by default, from the warehouse entry named by the XCom of the
+    task ``propose_task_id``. With ``approval_task_id`` the changes apply only if that task's outcome (an
+    ``ApprovalOperator``'s XCom) chose "Approve"; anything else applies nothing. Each applied change is logged
+    with the rule's previous mode, new mode, status and the API's response, so it can be reverted. A rule
+    whose mode changed since the proposal is skipped. Failures are recorded and fail the task at the end (a
+    retry sends only what is still missing).
+
+    :param propose_task_id: task whose XCom carries ``proposal_key`` (a ``ProposePolicyChangesOperator``).
+    :param proposals: explicit proposals (dicts with policy_id, rule_path, current_mode, proposed_mode, ...).
+    :param approval_task_id: the approval task whose outcome gates the changes; None: no approval check.
+    :param dry_run: log what would be applied and change nothing. Templated.
+    """
+
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "dry_run", "proposals")
+
+    def __init__(
+        self,
+        *,
+        propose_task_id: str | None = "propose_policy_changes",
+        proposals: Any = None,
+        approval_task_id: str | None = None,
+        dry_run: Any = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.propose_task_id = propose_task_id
+        self.proposals = proposals
+        self.approval_task_id = approval_task_id
+        self.dry_run = dry_run
+
+    def _approved(self, context: Any) -> bool:
+        if self.approval_task_id is None:
+            return True
+        outcome = context["ti"].xcom_pull(task_ids=self.approval_task_id)
+        chosen = list((outcome or {}).get("chosen_options") or ())
+        by = (outcome or {}).get("responded_by_user")
+        self.log.info("approval task %s answered %s (by %s)", self.approval_task_id, chosen or "nothing", by)
+        return chosen == [APPROVE]
+
+    def _load(self, context: Any, warehouse: Any) -> list[dict[str, Any]]:
+        if self.proposals is not None:
+            return list(self.proposals)
+        summary = context["ti"].xcom_pull(task_ids=self.propose_task_id) or {}
+        key = summary.get("proposal_key")
+        if not key:
+            raise ValueError(f"task {self.propose_task_id!r} left no proposal_key in its XCom")
+        state = warehouse.get_state(key)
+        if state is None:
+            raise ValueError(f"no proposal stored in the warehouse under {key!r}")
+        return list(state["proposals"])
+
+    def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.governance.policy_tuning import apply_policy_changes, describe
+
+        warehouse = self.warehouse_hook.get_warehouse()
+        proposals = self._load(context, warehouse)
+        if as_bool(self.dry_run, "dry_run"):
+            for p in proposals:
+                self.log.info("DRY RUN would apply %s", describe(p))
+            return {"dry_run": True, "approved": None, "proposed": len(proposals), "applied": 0}
+        if not self._approved(context):
+            self.log.info("not approved: none of the %d proposed changes is applied", len(proposals))
+            return {"dry_run": False, "approved": False, "proposed": len(proposals), "applied": 0}
+        _, run_id = run_identity(context)
+        counts = apply_policy_changes(self.api_hook.client, warehouse, proposals, run_id=run_id)
+        self.log.info("policy changes of %d proposals: %s", len(proposals), counts)
+        if counts["failed"]:
+            raise RuntimeError(
+                f"{counts['failed']} of {len(proposals)} rule mode changes failed (see policy_changes and "
+                "the log above); a retry applies only what is still missing"
+            )
+        return {"dry_run": False, "approved": True, "proposed": len(proposals), **counts}

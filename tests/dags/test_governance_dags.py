@@ -1,0 +1,432 @@
+"""The governance DAGs: integrity and conventions, then ``dag.test()`` runs against a real emulator.
+
+Connections are ``AIRFLOW_CONN_*`` environment variables (the emulator; a SQLite warehouse in a temporary
+directory); ``AIRFLOW_HOME`` is the session's temporary home (``tests/conftest.py``), its metadata database
+created here.
+
+Human-in-the-loop: on Airflow 3.3 ``dag.test()`` parks an ``ApprovalOperator`` task in ``awaiting_input`` and
+waits until a response is recorded from outside (the Required Actions UI or the HITL REST API of an api-server
+sharing the metadata database). The approval runs here answer from a thread the way that API does
+(``update_hitl_detail``): write the response to the task's ``hitl_detail`` row and resume the task with
+``handle_event_submit``. The operator then resumes in ``execute_complete`` exactly as in production.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from findings_provider.assets import DEPENDENCIES, POLICY_RULES
+from findings_provider.client import FindingsClient
+from findings_provider.config import load_pipeline_config, load_projects_file
+from findings_provider.warehouse import Warehouse, finding_row_from_dict, make_engine
+from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes
+from sqlalchemy import select
+
+ROOT = Path(__file__).resolve().parents[2]
+DAGS = ROOT / "dags"
+GOVERNANCE_DAGS = ("policy_tuning", "project_settings", "dependency_inventory")
+APPROVAL_TASK = "approve_policy_changes"
+
+
+# --- fixtures -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[Any]:
+    from findings_emulator.testing import EmulatorProcess
+
+    with EmulatorProcess(findings=200) as emu:
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def environment(emulator, tmp_path_factory) -> Iterator[Warehouse]:
+    """Connections to the emulator and a fresh warehouse, and the Airflow metadata database; yields the warehouse."""
+    path = tmp_path_factory.mktemp("governance") / "warehouse.db"
+    api = {
+        "conn_type": "findings_api",
+        "host": emulator.base_url,
+        "password": emulator.token,
+        "extra": {"deployment_slug": emulator.deployment_slug, "deployment_id": emulator.deployment_id},
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps(api))
+        mp.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{path}")
+        from airflow.utils.db import initdb
+
+        initdb()
+        engine = make_engine(f"sqlite:///{path}")
+        warehouse = Warehouse(engine)
+        warehouse.create_all()
+        yield warehouse
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+@pytest.fixture
+def client(emulator) -> Iterator[FindingsClient]:
+    with FindingsClient(
+        emulator.base_url,
+        emulator.token,
+        deployment_id=emulator.deployment_id,
+        deployment_slug=emulator.deployment_slug,
+    ) as api:
+        yield api
+
+
+def fresh_dag(dag_id: str) -> Any:
+    """The DAG parsed anew from its file: ``dag.test(run_conf=...)`` leaves the conf in the in-memory tasks' params,
+    so each run gets its own DAG object."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS / f"{dag_id}.py")).dags[dag_id]
+
+
+def xcom(run: Any, task_id: str, key: str = "return_value") -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key=key)
+        ).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def states(run: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def writes(requests: list[dict]) -> list[dict]:
+    return [r for r in requests if r["method"] in ("PUT", "PATCH", "DELETE")]
+
+
+# --- integrity and conventions --------------------------------------------------------------------------------
+
+
+def test_governance_dags_import_cheaply_without_heavy_modules():
+    """Each DAG file parses fast and imports neither pandas nor matplotlib (nor talks to an API) at parse time."""
+    code = (
+        "import sys, time, runpy\n"
+        "import airflow.sdk\n"
+        "for name in sys.argv[1:]:\n"
+        "    t = time.perf_counter()\n"
+        "    runpy.run_path(name)\n"
+        "    print(name, time.perf_counter() - t)\n"
+        "print('heavy', sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))\n"
+    )
+    files = [str(DAGS / f"{dag_id}.py") for dag_id in GOVERNANCE_DAGS]
+    out = subprocess.run([sys.executable, "-c", code, *files], capture_output=True, text=True, timeout=120, check=True)
+    lines = dict(line.rsplit(" ", 1) for line in out.stdout.splitlines() if not line.startswith("heavy"))
+    assert "heavy []" in out.stdout
+    assert all(float(seconds) < 3.0 for seconds in lines.values()), lines
+
+
+def test_governance_dags_load_and_follow_the_conventions(dagbag):
+    cfg = load_pipeline_config()
+    schedules = {
+        "policy_tuning": cfg.policy_tuning.schedule,
+        "project_settings": cfg.project_settings.schedule,
+        "dependency_inventory": cfg.dependency_inventory.schedule,
+    }
+    errors = {path: err for path, err in dagbag.import_errors.items() if Path(path).stem in GOVERNANCE_DAGS}
+    assert errors == {}
+    for dag_id in GOVERNANCE_DAGS:
+        assert dag_id in dagbag.dags
+        dag = dagbag.dags[dag_id]
+        assert dag.max_active_runs == 1
+        assert dag.catchup is False
+        assert "governance" in dag.tags
+        assert dag.schedule == schedules[dag_id]
+        assert len(dag.doc_md) > 300
+        for name, param in dag.params.items():
+            assert f"`{name}`" in dag.doc_md, (dag_id, name)
+            assert param.description, (dag_id, name)
+            assert param.schema.get("type"), (dag_id, name)
+        for task in dag.tasks:
+            assert task.retries >= 1, task.task_id
+            assert task.retry_exponential_backoff, task.task_id
+            assert task.pool == "findings_api", task.task_id
+            assert task.owner == "appsec", task.task_id
+
+
+def test_dag_params_are_typed_and_validated(dagbag):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    tuning = dagbag.dags["policy_tuning"].params
+    assert set(tuning) == {"dry_run", "policies"}
+    assert tuning["dry_run"] is True  # fixed by interfaces.md
+    assert tuning.get_param("policies").resolve(["2101", "2102"]) == ["2101", "2102"]
+    assert tuning.get_param("policies").resolve(None) is None
+    for bad in (["policy-a"], "2101"):
+        with pytest.raises(ParamValidationError):
+            tuning.get_param("policies").resolve(bad)
+    with pytest.raises(ParamValidationError):
+        tuning.get_param("dry_run").resolve("maybe")
+    settings = dagbag.dags["project_settings"].params
+    assert set(settings) == {"dry_run"}
+    assert settings["dry_run"] is load_pipeline_config().project_settings.dry_run
+    assert dict(dagbag.dags["dependency_inventory"].params) == {}
+
+
+def test_policy_changes_are_gated_by_a_short_circuit_and_an_approval(dagbag):
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from airflow.providers.standard.operators.python import ShortCircuitOperator
+
+    dag = dagbag.dags["policy_tuning"]
+    gate, approve, apply = (
+        dag.get_task("needs_approval"),
+        dag.get_task(APPROVAL_TASK),
+        dag.get_task("apply_policy_changes"),
+    )
+    assert isinstance(gate, ShortCircuitOperator)
+    assert isinstance(approve, ApprovalOperator)
+    assert approve.defaults == ["Reject"]  # no answer in time: nothing is applied
+    assert gate.downstream_task_ids == {APPROVAL_TASK}
+    assert approve.downstream_task_ids == {"apply_policy_changes"}
+    assert apply.approval_task_id == APPROVAL_TASK
+    assert dag.get_task("list_policy_rules").outlets == [POLICY_RULES]
+    assert dagbag.dags["dependency_inventory"].get_task("extract_dependencies").outlets == [DEPENDENCIES]
+
+
+# --- dag.test() against the emulator ----------------------------------------------------------------------------
+
+
+def test_dependency_inventory_run_mirrors_the_inventory_and_reports(dagbag, environment, emulator, client):
+    emulator.reset()
+
+    run = fresh_dag("dependency_inventory").test()
+
+    assert str(run.state) == "success", states(run)
+    page_sizes = {r["body"].get("pageSize") for r in emulator.requests() if r["operation"] == "dependencies"}
+    served = {(d.id, d.name, d.version) for d in client.iter_dependencies(page_size=1000)}
+    with environment.engine.connect() as conn:
+        stored = set(conn.execute(select(dependencies.c.id, dependencies.c.name, dependencies.c.version)).all())
+        repos = set(conn.execute(select(dependency_repositories.c.id, dependency_repositories.c.num_dependencies)))
+    assert len(served) == 300
+    assert stored == served
+    assert repos == {(r.id, r.numDependencies) for r in client.iter_repositories_with_dependencies(page_size=100)}
+    assert page_sizes == {10000}  # pipeline.yaml's page size
+    report = xcom(run, "dependency_report")
+    html = Path(report["report"]["html"]).read_text()
+    assert "<table" in html
+    assert html.count("<img") == 2
+
+
+def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, environment, emulator, client):
+    emulator.reset()
+    spec = load_projects_file()
+    before = {p.name: p for p in client.iter_projects()}
+
+    dry = fresh_dag("project_settings").test(run_conf={"dry_run": True})
+
+    assert str(dry.state) == "success", states(dry)
+    planned = xcom(dry, "plan_project_settings")
+    assert planned["actions"] > 0
+    assert "acme/legacy-*" in planned["unmatched"]  # a glob naming no project: reported and skipped
+    assert writes(emulator.requests()) == []
+    assert xcom(dry, "apply_project_settings")["applied"] == 0
+
+    applied = fresh_dag("project_settings").test()  # the configured default: dry_run false
+
+    assert str(applied.state) == "success", states(applied)
+    assert len(writes(emulator.requests())) == planned["actions"]
+    for project in client.iter_projects():
+        want = spec.desired(project.name)
+        assert project.managed_scan_config.diff_scan.enabled is True
+        if want.tags is not None:
+            assert set(project.tags) >= set(want.tags)
+        if want.full_scan is not None:
+            assert project.managed_scan_config.full_scan.enabled is want.full_scan
+        else:
+            assert (
+                project.managed_scan_config.full_scan.enabled
+                is before[project.name].managed_scan_config.full_scan.enabled
+            )
+
+    seq = emulator.requests()[-1]["seq"]
+    again = fresh_dag("project_settings").test()
+
+    assert xcom(again, "plan_project_settings")["actions"] == 0
+    assert writes(emulator.requests(since=seq)) == []
+
+
+# --- policy tuning: known data, dry run, reject, approve ------------------------------------------------------------
+
+
+@pytest.fixture
+def known_proposals(environment, emulator, client) -> tuple[dict, dict]:
+    """Known verdicts for three of the emulator's rules; returns (modes now, expected proposals)."""
+    emulator.reset()
+    modes: dict[str, dict[str, str]] = {}
+    for policy in client.list_policies():
+        for rule in client.iter_policy_rules(policy.id):
+            modes.setdefault(rule.path, {})[policy.id] = rule.policyMode
+    blocking = [p for p in sorted(modes) if set(modes[p].values()) <= {"MODE_BLOCK", "MODE_COMMENT"}]
+    noisy, below_min = blocking[0], blocking[1]
+    precise = next(p for p in sorted(modes) if modes[p].get("2101") == "MODE_MONITOR")
+    rows, next_id = [], 5_000_000
+    for rule, verdicts in (
+        (noisy, ["false_positive"] * 22 + ["true_positive"] * 3),  # 88% over 25
+        (below_min, ["false_positive"] * 19),  # 100% but only 19 findings
+        (precise, ["true_positive"] * 20),  # 100% true positives over 20
+    ):
+        for verdict in verdicts:
+            rows.append(
+                finding_row_from_dict(
+                    "sast",
+                    {
+                        "id": next_id,
+                        "rule_name": rule,
+                        "status": "open",
+                        "triage_state": "untriaged",
+                        "assistant": {"autotriage": {"verdict": verdict}},
+                    },
+                )
+            )
+            next_id += 1
+    environment.upsert_findings(rows)
+    expected = {(p, noisy): "MODE_MONITOR" for p in modes[noisy]}
+    expected |= {(p, precise): "MODE_COMMENT" for p, m in modes[precise].items() if m == "MODE_MONITOR"}
+    return modes, expected
+
+
+def current_modes(client) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for policy in client.list_policies():
+        for rule in client.iter_policy_rules(policy.id):
+            out.setdefault(rule.path, {})[policy.id] = rule.policyMode
+    return out
+
+
+class Approver(threading.Thread):
+    """Answers the approval task of a running ``dag.test()`` the way the HITL REST API does."""
+
+    def __init__(self, choice: str, timeout: float = 60.0) -> None:
+        super().__init__(daemon=True)
+        self.choice, self.timeout = choice, timeout
+        self.asked: dict[str, Any] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from airflow._shared.timezones import timezone
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.trigger import handle_event_submit
+        from airflow.triggers.base import TriggerEvent
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+
+        deadline = time.monotonic() + self.timeout
+        while not self.done.is_set():
+            with create_session() as session:
+                ti = session.scalars(
+                    select(TaskInstance).where(
+                        TaskInstance.dag_id == "policy_tuning",
+                        TaskInstance.task_id == APPROVAL_TASK,
+                        TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                    )
+                ).first()
+                if ti is not None:
+                    detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one()
+                    self.asked = {"subject": detail.subject, "body": detail.body, "options": detail.options}
+                    # on timeout answer Reject anyway, so a broken run cannot hang the test session
+                    choice = self.choice if time.monotonic() < deadline else "Reject"
+                    detail.responded_by = {"id": "test-approver", "name": "Test Approver"}
+                    detail.responded_at = timezone.utcnow()
+                    detail.chosen_options = [choice]
+                    detail.params_input = {}
+                    handle_event_submit(
+                        TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
+                    )
+                    return
+            time.sleep(0.2)
+
+
+def run_with_answer(dag: Any, choice: str) -> tuple[Any, Approver]:
+    approver = Approver(choice)
+    approver.start()
+    try:
+        run = dag.test(run_conf={"dry_run": False})
+    finally:
+        approver.done.set()
+        approver.join(timeout=5)
+    return run, approver
+
+
+def stored_changes(warehouse: Warehouse) -> set[tuple]:
+    c = policy_changes.c
+    with warehouse.engine.connect() as conn:
+        return set(conn.execute(select(c.policy_id, c.rule_path, c.previous_mode, c.new_mode, c.status)).all())
+
+
+def test_policy_tuning_dry_run_proposes_the_expected_rules_and_changes_nothing(
+    dagbag, environment, emulator, client, known_proposals
+):
+    modes, expected = known_proposals
+    changes_before = stored_changes(environment)
+
+    run = fresh_dag("policy_tuning").test()  # default params: dry_run true
+
+    assert str(run.state) == "success", states(run)
+    proposal = xcom(run, "propose_policy_changes")
+    assert {(p["policy_id"], p["rule_path"]): p["proposed_mode"] for p in proposal["preview"]} == expected
+    assert proposal["dry_run"] is True
+    assert states(run)[APPROVAL_TASK] == "skipped"
+    assert states(run)["apply_policy_changes"] == "skipped"
+    assert [r for r in emulator.requests() if r["method"] == "PUT"] == []
+    assert current_modes(client) == modes
+    assert stored_changes(environment) == changes_before
+    html = Path(proposal["report"]["html"]).read_text()
+    assert "<table" in html
+    assert "<img" in html
+
+
+def test_policy_tuning_rejected_applies_nothing(dagbag, environment, emulator, client, known_proposals):
+    modes, _ = known_proposals
+    changes_before = stored_changes(environment)
+
+    run, approver = run_with_answer(fresh_dag("policy_tuning"), "Reject")
+
+    assert approver.asked["options"] == ["Approve", "Reject"]
+    assert states(run)[APPROVAL_TASK] == "success"
+    assert states(run)["apply_policy_changes"] == "skipped"
+    assert [r for r in emulator.requests() if r["method"] == "PUT"] == []
+    assert current_modes(client) == modes
+    assert stored_changes(environment) == changes_before
+
+
+def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
+    dagbag, environment, emulator, client, known_proposals
+):
+    modes, expected = known_proposals
+    changes_before = stored_changes(environment)
+
+    run, approver = run_with_answer(fresh_dag("policy_tuning"), "Approve")
+
+    assert str(run.state) == "success", states(run)
+    assert approver.asked["subject"] == f"Apply {len(expected)} rule mode changes?"
+    assert all(path in approver.asked["body"] for _, path in expected)  # the approver sees the proposal
+    after = current_modes(client)
+    changed = {(p, path): m for path, by in after.items() for p, m in by.items() if modes[path][p] != m}
+    assert changed == expected
+    puts = [r for r in emulator.requests() if r["method"] == "PUT"]
+    assert len(puts) == len(expected)
+    assert stored_changes(environment) - changes_before == {
+        (p, path, modes[path][p], mode, "applied") for (p, path), mode in expected.items()
+    }
+    assert xcom(run, "apply_policy_changes")["applied"] == len(expected)

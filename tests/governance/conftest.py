@@ -1,0 +1,101 @@
+"""Fixtures of the governance tests: a real SQLite warehouse per test, a real emulator subprocess per session.
+
+Operators run with their connections given as ``AIRFLOW_CONN_*`` environment variables, like in production.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from findings_provider.client import FindingsClient
+from findings_provider.warehouse import Warehouse, make_engine
+from sqlalchemy.engine import URL
+
+
+@pytest.fixture
+def warehouse_path(tmp_path: Path) -> Path:
+    return tmp_path / "warehouse.db"
+
+
+@pytest.fixture
+def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
+    """An empty warehouse in a SQLite file, tables created."""
+    engine = make_engine(URL.create("sqlite", database=str(warehouse_path)))
+    wh = Warehouse(engine)
+    wh.create_all()
+    yield wh
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def emulator_process() -> Iterator[Any]:
+    """One emulator subprocess for the governance tests (seed 42: 12 projects, 2 policies, 300 dependencies)."""
+    from findings_emulator.testing import EmulatorProcess
+
+    with EmulatorProcess(findings=200) as emu:
+        yield emu
+
+
+@pytest.fixture
+def emulator(emulator_process: Any) -> Any:
+    """The emulator with freshly generated data, no faults, and an empty request log."""
+    emulator_process.reset(retired_policies=False)  # overrides of a reset stay until changed
+    return emulator_process
+
+
+@pytest.fixture
+def client(emulator: Any) -> Iterator[FindingsClient]:
+    with FindingsClient(
+        emulator.base_url,
+        emulator.token,
+        deployment_id=emulator.deployment_id,
+        deployment_slug=emulator.deployment_slug,
+    ) as api:
+        yield api
+
+
+@pytest.fixture
+def connections(emulator: Any, warehouse: Warehouse, warehouse_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default API and warehouse connections, as ``AIRFLOW_CONN_*`` variables naming the emulator and
+    the test's warehouse file."""
+    api = {
+        "conn_type": "findings_api",
+        "host": emulator.base_url,
+        "password": emulator.token,
+        "extra": {"deployment_slug": emulator.deployment_slug, "deployment_id": emulator.deployment_id},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps(api))
+    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
+
+
+class FakeTaskInstance:
+    """The task instance an operator sees at run time: ids and an in-memory XCom store."""
+
+    def __init__(self, dag_id: str = "test_dag", run_id: str = "manual__test", xcoms: dict | None = None) -> None:
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.xcoms: dict[tuple[str, str], Any] = dict(xcoms or {})
+        self.task_id = "under_test"
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[(self.task_id, key)] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return self.xcoms.get((task_ids, key))
+
+
+def run_operator(operator: Any, ti: FakeTaskInstance) -> Any:
+    """Execute an operator as its task would, keep its result as XCom ``return_value``, return it."""
+    ti.task_id = operator.task_id
+    result = operator.execute({"ti": ti, "task_instance": ti, "run_id": ti.run_id, "params": {}})
+    ti.xcoms[(operator.task_id, "return_value")] = result
+    return result
+
+
+def writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The logged API requests that could change something."""
+    return [r for r in requests if r["method"] in ("PUT", "PATCH", "DELETE") or r["operation"] in ("triage", "tickets")]

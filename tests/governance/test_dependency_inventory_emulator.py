@@ -1,0 +1,130 @@
+"""Dependency inventory against a real emulator: complete pulls, pruning, filters, the report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from findings_provider.config import DependencyFilters
+from findings_provider.governance.dependency_inventory import dependency_filter
+from findings_provider.operators.dependencies import (
+    DependencyReportOperator,
+    ExtractDependenciesOperator,
+    ExtractDependencyRepositoriesOperator,
+)
+from findings_provider.warehouse import dependency_rows
+from findings_provider.warehouse.schema import dependencies, dependency_repositories
+from sqlalchemy import select
+
+from .conftest import FakeTaskInstance, run_operator
+
+
+def served(emulator, path: str, key: str, body: dict | None = None) -> list[dict]:
+    """Everything the emulator serves on a mixed-pagination endpoint, read with plain HTTP."""
+    items, cursor = [], None
+    with emulator.client() as http:
+        while True:
+            page = http.post(
+                f"/api/v1/deployments/{emulator.deployment_id}/{path}",
+                json={**(body or {}), "pageSize": 100, **({"cursor": cursor} if cursor else {})},
+            ).json()
+            items += page[key]
+            if not page["hasMore"]:
+                return items
+            cursor = page["cursor"]
+
+
+def stored(warehouse, table, *columns) -> set[tuple]:
+    with warehouse.engine.connect() as conn:
+        return {tuple(r) for r in conn.execute(select(*(table.c[c] for c in columns)))}
+
+
+@pytest.mark.usefixtures("connections")
+def test_tables_hold_exactly_what_the_emulator_serves(emulator, warehouse):
+    warehouse.upsert_dependencies(dependency_rows([{"id": "1", "name": "gone", "version": "0"}]))
+    ti = FakeTaskInstance()
+
+    deps = run_operator(ExtractDependenciesOperator(task_id="deps", page_size=120), ti)
+    repos = run_operator(ExtractDependencyRepositoriesOperator(task_id="repos", page_size=5), ti)
+
+    served_deps = served(emulator, "dependencies", "dependencies")
+    served_repos = served(emulator, "dependencies/repositories", "repositorySummaries")
+    assert len(served_deps) == 300
+    assert stored(warehouse, dependencies, "id", "name", "version") == {
+        (d["id"], d["name"], d["version"]) for d in served_deps
+    }
+    assert stored(warehouse, dependency_repositories, "id", "name", "num_dependencies", "has_dependency_path_scan") == {
+        (r["id"], r["name"], r["numDependencies"], r["hasDependencyPathScan"]) for r in served_repos
+    }
+    assert (deps["dependencies"], deps["pages"], deps["removed"]) == (300, 3, 1)  # the stale row is gone
+    assert (repos["repositories"], repos["pages"]) == (len(served_repos), -(-len(served_repos) // 5))
+    # mixed pagination: cursor and page size in the JSON body; each cursor comes from the previous page
+    bodies = [r["body"] for r in emulator.requests() if r["operation"] == "dependencies"][:3]
+    assert [b.get("pageSize") for b in bodies] == [120, 120, 120]
+    assert "cursor" not in bodies[0]
+    assert bodies[1]["cursor"] == served_deps[119]["id"]
+
+
+@pytest.mark.usefixtures("connections")
+def test_filters_from_the_yaml_reach_the_api_and_narrow_the_tables(emulator, warehouse):
+    filters = DependencyFilters.model_validate(
+        {
+            "licenses": ["MIT", "Apache-2.0"],
+            "packages": [{"name": "lodash", "version_lower_bound": "4.0", "version_upper_bound": "4.17.20"}],
+        }
+    )
+    flt = dependency_filter(filters)
+    assert flt == {
+        "license": ["MIT", "Apache-2.0"],
+        "packageFilters": [
+            {
+                "name": "lodash",
+                "exactNameMatch": True,
+                "versionLowerBound": "4.0",
+                "versionUpperBound": "4.17.20",
+            }
+        ],
+    }
+    ti = FakeTaskInstance()
+
+    run_operator(ExtractDependenciesOperator(task_id="deps", page_size=10000, dependency_filter=flt), ti)
+    run_operator(ExtractDependencyRepositoriesOperator(task_id="repos", dependency_filter=flt), ti)
+
+    logged = [r for r in emulator.requests() if r["operation"] in ("dependencies", "dependency_repositories")]
+    assert {r["operation"] for r in logged} == {"dependencies", "dependency_repositories"}
+    assert all(r["body"]["dependencyFilter"] == flt for r in logged)
+    expected = served(emulator, "dependencies", "dependencies", {"dependencyFilter": flt})
+    assert 0 < len(expected) < 300
+    assert {d["name"] for d in expected} == {"lodash"}
+    assert stored(warehouse, dependencies, "id") == {(d["id"],) for d in expected}
+
+
+def test_no_filters_send_no_filter():
+    assert dependency_filter(DependencyFilters()) is None
+
+
+@pytest.mark.usefixtures("connections")
+def test_report_has_licence_and_widespread_tables_and_charts(emulator, tmp_path: Path):
+    ti = FakeTaskInstance()
+    run_operator(ExtractDependenciesOperator(task_id="deps", page_size=10000), ti)
+    run_operator(ExtractDependencyRepositoriesOperator(task_id="repos"), ti)
+
+    result = run_operator(DependencyReportOperator(task_id="report", report_dir=str(tmp_path)), ti)
+
+    deps = served(emulator, "dependencies", "dependencies")
+    licences = Counter(lic for d in deps for lic in d["licenses"])
+    assert result["dependencies"] == 300
+    assert result["licences"] == len(licences)
+    html = Path(result["report"]["html"]).read_text()
+    assert html.count("<img") == 2  # licences and most widespread dependencies
+    assert "<table" in html
+    top_licence, top_count = licences.most_common(1)[0]
+    csv_text = Path(result["report"]["csv"]["dependencies per licence"]).read_text().splitlines()
+    assert csv_text[1].startswith(f"{top_licence},{top_count},")
+    repos_per_name = Counter()
+    for name in {d["name"] for d in deps}:
+        repos_per_name[name] = len({d["repositoryId"] for d in deps if d["name"] == name})
+    widespread_csv = next(v for k, v in result["report"]["csv"].items() if k.startswith("most widespread"))
+    first = Path(widespread_csv).read_text().splitlines()[1]
+    assert int(first.split(",")[1]) == max(repos_per_name.values())

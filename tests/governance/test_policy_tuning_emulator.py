@@ -1,0 +1,236 @@
+"""Policy tuning against a real emulator: rules listed, proposals from known findings, dry run, approval."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from findings_provider.operators.policies import (
+    ApplyPolicyChangesOperator,
+    ListPolicyRulesOperator,
+    ProposePolicyChangesOperator,
+)
+from findings_provider.warehouse import policy_rule_rows
+from findings_provider.warehouse.schema import policy_changes, policy_rules
+from sqlalchemy import select
+
+from .conftest import FakeTaskInstance, run_operator, writes
+from .helpers import FindingWriter
+
+BLOCKING = {"MODE_BLOCK", "MODE_COMMENT"}
+APPROVAL_TASK = "approve_policy_changes"
+
+
+def listed_modes(client) -> dict[str, dict[str, str]]:
+    """rule path -> {policy id: mode}, as the emulator lists them now."""
+    modes: dict[str, dict[str, str]] = {}
+    for policy in client.list_policies():
+        for rule in client.iter_policy_rules(policy.id):
+            modes.setdefault(rule.path, {})[policy.id] = rule.policyMode
+    return modes
+
+
+@pytest.fixture
+def known_data(client, warehouse):
+    """Controlled verdicts for five of the emulator's rules; returns (modes before, expected proposals).
+
+    - noisy: 21 of 25 autotriaged false positives (84% > 80%, 25 >= 20): monitor wherever it blocks/comments;
+    - precise: 19 of 20 true positives (95% > 90%): comment where it is monitored;
+    - too few: 19 of 19 false positives, below min_findings (20);
+    - fp at threshold: 16 of 20 false positives, exactly 80% (not above);
+    - tp at threshold: 18 of 20 true positives, exactly 90% (not above).
+    """
+    modes = listed_modes(client)
+    taken: set[str] = set()
+
+    def pick(predicate) -> str:
+        path = next(p for p in sorted(modes) if p not in taken and predicate(modes[p]))
+        taken.add(path)
+        return path
+
+    noisy = pick(lambda m: set(m.values()) <= BLOCKING)
+    precise = pick(lambda m: m.get("2101") == "MODE_MONITOR")
+    too_few = pick(lambda m: set(m.values()) <= BLOCKING)
+    fp_at_threshold = pick(lambda m: set(m.values()) <= BLOCKING)
+    tp_at_threshold = pick(lambda m: "MODE_MONITOR" in m.values())
+    writer = FindingWriter(warehouse)
+    writer.add(noisy, false_positive=21, true_positive=4)
+    writer.add(precise, true_positive=19, false_positive=1)
+    writer.add(too_few, false_positive=19)
+    writer.add(fp_at_threshold, false_positive=16, true_positive=4)
+    writer.add(tp_at_threshold, true_positive=18, false_positive=2)
+    expected = {(policy, noisy): "MODE_MONITOR" for policy in modes[noisy]}
+    expected |= {(p, precise): "MODE_COMMENT" for p, mode in modes[precise].items() if mode == "MODE_MONITOR"}
+    return modes, expected
+
+
+def list_and_propose(ti: FakeTaskInstance, *, dry_run: bool, report_dir: Path) -> dict:
+    run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", limit=7), ti)
+    return run_operator(
+        ProposePolicyChangesOperator(
+            task_id="propose_policy_changes",
+            policy_ids=ti.xcom_pull("list_policy_rules", key="policy_ids"),
+            dry_run=dry_run,
+            report_dir=str(report_dir),
+        ),
+        ti,
+    )
+
+
+def approval(choice: str) -> dict:
+    return {(APPROVAL_TASK, "return_value"): {"chosen_options": [choice], "responded_by_user": {"id": "1"}}}
+
+
+def apply_operator() -> ApplyPolicyChangesOperator:
+    return ApplyPolicyChangesOperator(task_id="apply_policy_changes", approval_task_id=APPROVAL_TASK)
+
+
+def change_rows(warehouse) -> set[tuple]:
+    c = policy_changes.c
+    with warehouse.engine.connect() as conn:
+        rows = conn.execute(select(c.policy_id, c.rule_path, c.previous_mode, c.new_mode, c.status)).all()
+    return {tuple(r) for r in rows}
+
+
+@pytest.mark.usefixtures("connections")
+def test_rules_of_every_listed_policy_reach_the_warehouse_through_the_cursor(emulator, client, warehouse):
+    stale = {"id": "999", "path": "removed.rule", "policyMode": "MODE_BLOCK"}
+    warehouse.upsert_policy_rules(policy_rule_rows("2101", [stale]))
+    ti = FakeTaskInstance()
+
+    result = run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", limit=7), ti)
+    pages = [r for r in emulator.requests() if r["operation"] == "policy_rules" and r["path"].endswith("/2101")]
+
+    listed = {(p.id, r.id) for p in client.list_policies() for r in client.iter_policy_rules(p.id)}
+    with warehouse.engine.connect() as conn:
+        stored = {tuple(r) for r in conn.execute(select(policy_rules.c.policy_id, policy_rules.c.id))}
+    assert stored == listed  # every rule, and the rule no longer listed is gone
+    assert result["rules"] == len(listed)
+    assert ti.xcom_pull("list_policy_rules", key="policy_ids") == ["2101", "2102"]
+    assert len(pages) == -(-sum(1 for p, _ in listed if p == "2101") // 7)  # ceil(rules / limit) pages
+    assert pages[0]["query"].get("cursor") in (None, "", [""])
+    assert all(r["query"].get("cursor") for r in pages[1:])
+
+
+@pytest.mark.usefixtures("connections")
+def test_named_policies_are_the_only_ones_listed(emulator, warehouse):
+    ti = FakeTaskInstance()
+
+    result = run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", policy_ids="['2102']"), ti)
+
+    assert result["policy_ids"] == ["2102"]
+    assert {r["operation"] for r in emulator.requests()} == {"policy_rules"}  # no policy listing needed
+    with warehouse.engine.connect() as conn:
+        assert set(conn.execute(select(policy_rules.c.policy_id)).scalars()) == {"2102"}
+
+
+@pytest.mark.usefixtures("connections")
+def test_a_retired_policy_api_fails_the_task_at_once_with_that_message(emulator):
+    emulator.reset(retired_policies=True)
+    with pytest.raises(AirflowFailException, match=r"(?s)PolicyApiRetiredError.*410.*retired"):
+        ListPolicyRulesOperator(task_id="list_policy_rules").execute({"ti": FakeTaskInstance()})
+
+
+@pytest.mark.usefixtures("connections")
+def test_dry_run_proposes_exactly_the_expected_rules_and_sends_no_put(
+    emulator, client, warehouse, known_data, tmp_path
+):
+    modes, expected = known_data
+    ti = FakeTaskInstance()
+
+    proposal = list_and_propose(ti, dry_run=True, report_dir=tmp_path)
+    applied = run_operator(ApplyPolicyChangesOperator(task_id="apply_policy_changes", dry_run=True), ti)
+
+    assert {(p["policy_id"], p["rule_path"]): p["proposed_mode"] for p in proposal["preview"]} == expected
+    assert (proposal["proposed"], proposal["dry_run"], proposal["needs_approval"]) == (
+        len(expected),
+        True,
+        False,
+    )
+    assert applied["applied"] == 0
+    assert writes(emulator.requests()) == []
+    assert listed_modes(client) == modes
+    assert change_rows(warehouse) == set()
+    # the full proposal is in the warehouse, the readable report and the CSV
+    stored = warehouse.get_state(proposal["proposal_key"])["proposals"]
+    assert {(p["policy_id"], p["rule_path"]) for p in stored} == set(expected)
+    html = Path(proposal["report"]["html"]).read_text()
+    assert "<table" in html
+    assert "<img" in html
+    assert all(path in html for _, path in expected)
+    with open(proposal["report"]["csv"]["proposed changes"]) as fh:
+        assert {(r["policy_id"], r["rule_path"], r["proposed_mode"]) for r in csv.DictReader(fh)} == {
+            (p, path, mode) for (p, path), mode in expected.items()
+        }
+
+
+@pytest.mark.usefixtures("connections")
+def test_an_approved_apply_changes_exactly_the_proposed_rules_and_records_previous_modes(
+    emulator, client, warehouse, known_data, tmp_path
+):
+    modes, expected = known_data
+    ti = FakeTaskInstance(xcoms=approval("Approve"))
+    proposal = list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+    assert proposal["needs_approval"] is True
+    before = emulator.requests()[-1]["seq"]
+
+    result = run_operator(apply_operator(), ti)
+
+    after = listed_modes(client)
+    changed = {(p, path): mode for path, by in after.items() for p, mode in by.items() if modes[path][p] != mode}
+    assert changed == expected
+    puts = [r for r in writes(emulator.requests(since=before))]
+    assert sorted((r["method"], r["body"]["rulePath"], r["body"]["policyMode"]) for r in puts) == sorted(
+        ("PUT", path, mode) for (_, path), mode in expected.items()
+    )
+    assert change_rows(warehouse) == {
+        (p, path, modes[path][p], mode, "applied") for (p, path), mode in expected.items()
+    }
+    assert result["applied"] == len(expected)
+    # the local copy of the rules follows the change
+    with warehouse.engine.connect() as conn:
+        stored = dict(
+            conn.execute(
+                select(policy_rules.c.path, policy_rules.c.policy_mode).where(
+                    policy_rules.c.policy_id == "2101", policy_rules.c.path.in_([p for _, p in expected])
+                )
+            ).all()
+        )
+    assert stored == {path: mode for (p, path), mode in expected.items() if p == "2101"}
+
+    # a retried task sends nothing again
+    before = emulator.requests()[-1]["seq"]
+    again = run_operator(apply_operator(), ti)
+    assert writes(emulator.requests(since=before)) == []
+    assert (again["applied"], again["already_applied"]) == (0, len(expected))
+
+
+@pytest.mark.usefixtures("connections")
+def test_a_rejected_approval_applies_nothing(emulator, client, warehouse, known_data, tmp_path):
+    modes, _ = known_data
+    ti = FakeTaskInstance(xcoms=approval("Reject"))
+    list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+
+    result = run_operator(apply_operator(), ti)
+
+    assert (result["approved"], result["applied"]) == (False, 0)
+    assert writes(emulator.requests()) == []
+    assert listed_modes(client) == modes
+    assert change_rows(warehouse) == set()
+
+
+@pytest.mark.usefixtures("connections")
+def test_a_rule_changed_by_someone_since_the_proposal_is_skipped(emulator, client, warehouse, known_data, tmp_path):
+    modes, expected = known_data
+    ti = FakeTaskInstance(xcoms=approval("Approve"))
+    list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+    (policy, path), _ = sorted(expected.items())[0]
+    client.update_rule_mode(policy, path, "MODE_DISABLED")
+
+    result = run_operator(apply_operator(), ti)
+
+    assert listed_modes(client)[path][policy] == "MODE_DISABLED"
+    assert (policy, path, modes[path][policy], expected[(policy, path)], "skipped") in change_rows(warehouse)
+    assert (result["skipped"], result["applied"]) == (1, len(expected) - 1)

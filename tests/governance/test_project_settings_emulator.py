@@ -1,0 +1,123 @@
+"""Project settings against a real emulator: plan from its projects, dry run, apply, convergence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from findings_provider.config import load_projects_file
+from findings_provider.governance.project_settings import ProjectAction, ProjectPlan, apply_project_plan
+from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
+
+from .conftest import FakeTaskInstance, run_operator, writes
+
+PROJECTS_YAML = """\
+managed_tags: [tier-1, tier-2, tier-3, pci, internet-facing]
+projects:
+  - match: "*"
+    diff_scan: true
+  - match: "acme/payments-*"
+    tags: [tier-1, pci, internet-facing]
+    full_scan: true
+  - match: "acme-labs/*"
+    tags: [tier-3]
+    full_scan: false
+  - match: "acme/legacy-*"
+    tags: [tier-2]
+  - match: "acme/no-such-repo"
+    diff_scan: false
+"""
+
+
+@pytest.fixture
+def projects_file(tmp_path: Path) -> str:
+    path = tmp_path / "projects.yaml"
+    path.write_text(PROJECTS_YAML)
+    return str(path)
+
+
+def state(client) -> dict[str, tuple[set[str], bool, bool]]:
+    return {
+        p.name: (
+            set(p.tags),
+            p.managed_scan_config.diff_scan.enabled,
+            p.managed_scan_config.full_scan.enabled,
+        )
+        for p in client.iter_projects()
+    }
+
+
+def plan(ti: FakeTaskInstance, projects_file: str) -> dict:
+    return run_operator(ProjectSettingsPlanOperator(task_id="plan_project_settings", projects_file=projects_file), ti)
+
+
+def apply(ti: FakeTaskInstance, dry_run: bool) -> dict:
+    return run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", dry_run=dry_run), ti)
+
+
+@pytest.mark.usefixtures("connections")
+def test_plan_dry_run_apply_then_an_empty_plan(emulator, client, projects_file, capsys):
+    spec = load_projects_file(path=projects_file)
+    before = state(client)
+    ti = FakeTaskInstance(run_id="run-1")
+
+    first = plan(ti, projects_file)
+    dry = apply(ti, dry_run=True)
+
+    assert first["unmatched"] == ["acme/legacy-*", "acme/no-such-repo"]  # reported, skipped, not an error
+    assert first["actions"] > 0
+    assert dry == {"dry_run": True, "planned": first["actions"], "applied": 0, "skipped": 0}
+    assert writes(emulator.requests()) == []
+    assert state(client) == before
+    out = capsys.readouterr().out
+    assert "PLAN add_tags acme/payments-api: +internet-facing +pci +tier-1" in out
+    assert "SKIP pattern 'acme/legacy-*': matches no project of the deployment" in out
+
+    applied = apply(ti, dry_run=False)
+
+    assert applied["applied"] == first["actions"]
+    assert len(writes(emulator.requests())) == first["actions"]  # only the difference is sent
+    after = state(client)
+    for name, (tags, diff, full) in after.items():
+        want = spec.desired(name)
+        old_tags = before[name][0]
+        assert diff is True
+        if want.full_scan is not None:
+            assert full is want.full_scan, name
+        else:
+            assert full is before[name][2], name
+        if want.tags is not None:
+            assert tags & set(spec.managed_tags) == set(want.tags), name
+        else:
+            assert tags == old_tags, name
+        assert tags - set(spec.managed_tags) == old_tags - set(spec.managed_tags), name  # others kept
+
+    ti2 = FakeTaskInstance(run_id="run-2")
+    seq = emulator.requests()[-1]["seq"]
+    second = plan(ti2, projects_file)
+    again = apply(ti2, dry_run=False)
+    assert second["actions"] == 0
+    assert again["applied"] == 0
+    assert writes(emulator.requests(since=seq)) == []
+    assert state(client) == after
+
+
+@pytest.mark.usefixtures("connections")
+def test_an_invalid_projects_file_fails_the_plan_with_line_and_reason(emulator, tmp_path):
+    path = tmp_path / "projects.yaml"
+    path.write_text("managed_tags: [tier-1]\nprojects:\n  - match: 'acme/*'\n    full_scan: maybe\n")
+    with pytest.raises(AirflowFailException, match=r"projects.yaml, line 4: field 'projects.0.full_scan'"):
+        ProjectSettingsPlanOperator(task_id="plan", projects_file=str(path)).execute({"ti": FakeTaskInstance()})
+    assert emulator.requests() == []  # the file is checked before the API is called
+
+
+def test_a_project_gone_since_the_plan_is_skipped(client):
+    plan_ = ProjectPlan(
+        actions=[
+            ProjectAction("acme/vanished", "add_tags", tags=("pci",)),
+            ProjectAction("acme/payments-api", "add_tags", tags=("pci",)),
+        ]
+    )
+    assert apply_project_plan(client, plan_) == {"applied": 1, "skipped": 1}
+    assert "pci" in next(p.tags for p in client.iter_projects() if p.name == "acme/payments-api")
