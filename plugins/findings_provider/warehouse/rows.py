@@ -1,0 +1,362 @@
+"""API JSON objects -> warehouse row tuples, fast.
+
+Each object is decoded once with a partial, lenient ``msgspec.Struct``: only the fields a column needs,
+unknown fields ignored, every field optional, and leaf fields typed ``object`` so that no unexpected type or
+null fails a page (the API is experimental and its secrets findings are undocumented). The ``raw`` column is
+the object's original JSON text, never re-encoded when the bytes are at hand.
+
+Value rules, the same for every table:
+
+- text columns take strings as they are; any other JSON value is stored as its JSON text (``5``, ``true``,
+  ``["MIT", "BSD"]``);
+- integer columns take integers or digit strings, anything else is NULL;
+- timestamps are normalised to the canonical UTC text of :mod:`.timestamps`; what does not parse is NULL
+  (the original stays in ``raw``).
+
+Rows are tuples in the order of the module's ``*_COLUMNS`` constants; ``synced_at`` is added by the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+import orjson
+
+from .timestamps import utc_text
+
+T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
+Row = tuple[Any, ...]
+#: A JSON object as received (raw bytes or text) or parsed.
+JsonObject = msgspec.Raw | bytes | str | Mapping[str, Any]
+
+ISSUE_TYPES = ("sast", "sca", "secrets")
+
+FINDING_COLUMNS = (
+    "issue_type",
+    "id",
+    "repository_name",
+    "ref",
+    "rule_name",
+    "severity",
+    "confidence",
+    "status",
+    "triage_state",
+    "triage_reason",
+    "autotriage_verdict",
+    "reachability",
+    "match_based_id",
+    "relevant_since",
+    "external_ticket_id",
+    "first_seen_scan_id",
+    "raw",
+)
+SCAN_COLUMNS = (
+    "id",
+    "repository_id",
+    "branch",
+    "commit",
+    "status",
+    "exit_code",
+    "started_at",
+    "completed_at",
+    "is_full_scan",
+    "raw",
+)
+POLICY_RULE_COLUMNS = (
+    "policy_id",
+    "id",
+    "path",
+    "policy_mode",
+    "severity",
+    "category",
+    "confidence",
+    "source",
+    "raw",
+)
+DEPENDENCY_COLUMNS = (
+    "id",
+    "name",
+    "version",
+    "ecosystem",
+    "license",
+    "lockfile_path",
+    "repository_id",
+    "raw",
+)
+DEPENDENCY_REPOSITORY_COLUMNS = ("id", "name", "num_dependencies", "has_dependency_path_scan", "raw")
+
+# Any JSON value but an object: lets a field declared as an object arrive as something else without failing.
+_NotObject = str | int | float | bool | list | None
+
+
+class _Lenient(msgspec.Struct, forbid_unknown_fields=False):
+    """Base of the partial structs: unknown fields are ignored."""
+
+
+class _Named(_Lenient):
+    name: object = None
+
+
+class _Ticket(_Lenient):
+    id: object = None
+
+
+class _Autotriage(_Lenient):
+    verdict: object = None
+
+
+class _Assistant(_Lenient):
+    autotriage: _Autotriage | _NotObject = None
+
+
+class _Usage(_Lenient):
+    external_ticket: _Ticket | _NotObject = None
+
+
+class _Finding(_Lenient):
+    id: object = None
+    repository: _Named | _NotObject = None
+    repository_name: object = None
+    ref: object = None
+    rule_name: object = None
+    rule: _Named | _NotObject = None
+    secret_type: object = None
+    type: object = None
+    severity: object = None
+    confidence: object = None
+    status: object = None
+    triage_state: object = None
+    triage_reason: object = None
+    assistant: _Assistant | _NotObject = None
+    reachability: object = None
+    match_based_id: object = None
+    relevant_since: object = None
+    created_at: object = None
+    external_ticket: _Ticket | _NotObject = None
+    usage: _Usage | _NotObject = None
+    first_seen_scan_id: object = None
+
+
+class _Scan(_Lenient):
+    id: object = None
+    repository_id: object = None
+    branch: object = None
+    commit: object = None
+    status: object = None
+    exit_code: object = None
+    started_at: object = None
+    completed_at: object = None
+    is_full_scan: object = None
+
+
+class _Rule(_Lenient):
+    id: object = None
+    path: object = None
+    policyMode: object = None
+    severity: object = None
+    category: object = None
+    confidence: object = None
+    source: object = None
+
+
+class _Dependency(_Lenient):
+    id: object = None
+    name: object = None
+    version: object = None
+    ecosystem: object = None
+    license: object = None
+    lockfilePath: object = None
+    lockfile_path: object = None
+    repositoryId: object = None
+    repository_id: object = None
+
+
+class _RepositorySummary(_Lenient):
+    id: object = None
+    name: object = None
+    numDependencies: object = None
+    hasDependencyPathScan: object = None
+
+
+_decode_finding = msgspec.json.Decoder(_Finding).decode
+_decode_scan = msgspec.json.Decoder(_Scan).decode
+_decode_rule = msgspec.json.Decoder(_Rule).decode
+_decode_dependency = msgspec.json.Decoder(_Dependency).decode
+_decode_repository = msgspec.json.Decoder(_RepositorySummary).decode
+
+
+def _text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        digits = value.strip()
+        if digits.isdigit() or (digits[:1] == "-" and digits[1:].isdigit()):
+            return int(digits)
+    return None
+
+
+def _bool(value: object) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return value == 1
+    return None
+
+
+def _required(value: T | None, what: str, raw: str) -> T:
+    if value is None:
+        raise ValueError(f"{what} has no usable id: {raw[:200]}")
+    return value
+
+
+def _ticket_id(ticket: object) -> int | None:
+    return _int(ticket.id) if isinstance(ticket, _Ticket) else None
+
+
+def _name(value: object) -> object:
+    """A name given as a string, or the ``name`` of an object."""
+    return value if isinstance(value, str) else value.name if isinstance(value, _Named) else None
+
+
+def _issue_type(issue_type: str) -> str:
+    """Return the canonical issue type string (also for a ``str`` enum member)."""
+    if issue_type not in ISSUE_TYPES:
+        raise ValueError(f"unknown issue type {issue_type!r}; expected one of {', '.join(ISSUE_TYPES)}")
+    return ISSUE_TYPES[ISSUE_TYPES.index(issue_type)]
+
+
+def _finding_row(issue_type: str, finding: _Finding, raw: str) -> Row:
+    assistant = finding.assistant
+    autotriage = assistant.autotriage if isinstance(assistant, _Assistant) else None
+    verdict = autotriage.verdict if isinstance(autotriage, _Autotriage) else None
+    ticket_id = _ticket_id(finding.external_ticket)
+    if ticket_id is None and isinstance(finding.usage, _Usage):
+        ticket_id = _ticket_id(finding.usage.external_ticket)
+    return (
+        issue_type,
+        _required(_int(finding.id), f"{issue_type} finding", raw),
+        _text(_name(finding.repository) or finding.repository_name),
+        _text(finding.ref),
+        _text(finding.rule_name or _name(finding.rule) or finding.secret_type or finding.type),
+        _text(finding.severity),
+        _text(finding.confidence),
+        _text(finding.status),
+        _text(finding.triage_state),
+        _text(finding.triage_reason),
+        _text(verdict),
+        _text(finding.reachability),
+        _text(finding.match_based_id),
+        utc_text(finding.relevant_since or finding.created_at),
+        ticket_id,
+        _int(finding.first_seen_scan_id),
+        raw,
+    )
+
+
+def finding_rows(issue_type: str, items: Sequence[msgspec.Raw]) -> list[Row]:
+    """Build ``FINDING_COLUMNS`` tuples from findings given as the raw bytes sliced out of a page.
+
+    ``raw`` is the item's bytes decoded as UTF-8, byte for byte. ``relevant_since`` falls back to
+    ``created_at``; ``rule_name`` to ``rule.name``, ``secret_type`` and ``type`` (secrets findings);
+    ``repository_name`` comes from ``repository.name``, a string ``repository`` or ``repository_name``;
+    ``external_ticket_id`` from ``external_ticket.id``, else ``usage.external_ticket.id``.
+    Raises ValueError for an unknown issue type or a finding without a numeric id.
+    """
+    kind = _issue_type(issue_type)
+    decode = _decode_finding
+    return [_finding_row(kind, decode(item), str(item, "utf-8")) for item in items]
+
+
+def finding_row_from_dict(issue_type: str, finding: Mapping[str, Any]) -> Row:
+    """Build one ``FINDING_COLUMNS`` tuple from a parsed finding (``raw`` is its orjson encoding)."""
+    data = orjson.dumps(finding)
+    return _finding_row(_issue_type(issue_type), _decode_finding(data), data.decode())
+
+
+def _decoded(items: Iterable[JsonObject], decode: Callable[[bytes], S]) -> Iterator[tuple[S, str]]:
+    """Decode each object with ``decode``; yield it with its JSON text (as received, or orjson's encoding)."""
+    for item in items:
+        if isinstance(item, (bytes, msgspec.Raw)):
+            data = bytes(item)
+        elif isinstance(item, str):
+            data = item.encode()
+        else:
+            data = orjson.dumps(item)
+        yield decode(data), data.decode()
+
+
+def scan_rows(items: Iterable[JsonObject]) -> list[Row]:
+    """Build ``SCAN_COLUMNS`` tuples from scan search results (reference 2.5), raw bytes or parsed."""
+    return [
+        (
+            _required(_text(scan.id), "scan", raw),
+            _text(scan.repository_id),
+            _text(scan.branch),
+            _text(scan.commit),
+            _text(scan.status),
+            _int(scan.exit_code),
+            utc_text(scan.started_at),
+            utc_text(scan.completed_at),
+            _bool(scan.is_full_scan),
+            raw,
+        )
+        for scan, raw in _decoded(items, _decode_scan)
+    ]
+
+
+def policy_rule_rows(policy_id: str, items: Iterable[JsonObject]) -> list[Row]:
+    """Build ``POLICY_RULE_COLUMNS`` tuples from the rules of one policy (reference 2.8)."""
+    return [
+        (
+            str(policy_id),
+            _required(_text(rule.id), "rule", raw),
+            _text(rule.path),
+            _text(rule.policyMode),
+            _text(rule.severity),
+            _text(rule.category),
+            _text(rule.confidence),
+            _text(rule.source),
+            raw,
+        )
+        for rule, raw in _decoded(items, _decode_rule)
+    ]
+
+
+def dependency_rows(items: Iterable[JsonObject]) -> list[Row]:
+    """Build ``DEPENDENCY_COLUMNS`` tuples from dependencies (reference 2.2; camelCase or snake_case keys)."""
+    return [
+        (
+            _required(_text(dep.id), "dependency", raw),
+            _text(dep.name),
+            _text(dep.version),
+            _text(dep.ecosystem),
+            _text(dep.license),
+            _text(dep.lockfilePath or dep.lockfile_path),
+            _text(dep.repositoryId or dep.repository_id),
+            raw,
+        )
+        for dep, raw in _decoded(items, _decode_dependency)
+    ]
+
+
+def dependency_repository_rows(items: Iterable[JsonObject]) -> list[Row]:
+    """Build ``DEPENDENCY_REPOSITORY_COLUMNS`` tuples from repository summaries (reference 2.4)."""
+    return [
+        (
+            _required(_int(repo.id), "repository summary", raw),
+            _text(repo.name),
+            _int(repo.numDependencies),
+            _bool(repo.hasDependencyPathScan),
+            raw,
+        )
+        for repo, raw in _decoded(items, _decode_repository)
+    ]

@@ -1,0 +1,102 @@
+"""SQLAlchemy URL and engine of the warehouse, from the fields of an Airflow-style connection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine, make_url
+
+#: Connection types (as Airflow parses them from a URI scheme) that name a PostgreSQL database.
+_POSTGRES_TYPES = ("postgres", "postgresql")
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def url_from_connection(
+    conn_type: str | None,
+    host: str | None = None,
+    schema: str | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    port: int | None = None,
+    extra: str | Mapping[str, Any] | None = None,
+) -> URL:
+    """Rebuild the SQLAlchemy URL of a database named by an Airflow connection's fields.
+
+    Airflow parses ``sqlite:////abs/path/file.db`` into conn_type ``sqlite`` with the path in ``schema``; a
+    connection written as JSON may carry the path in ``host`` instead; ``sqlite://dir/file.db`` splits into
+    host ``dir`` and schema ``file.db``, joined again here. ``postgresql://user@host:5432/db`` becomes
+    conn_type ``postgres`` and is driven by psycopg2; an explicit ``postgresql+driver`` type is kept. Scalar
+    extras (the URI's query parameters, e.g. ``sslmode``) become URL query parameters, passed to the driver.
+    """
+    kind = (conn_type or "").strip().lower()
+    query = _query(extra)
+    if kind == "sqlite" or kind.startswith("sqlite+"):
+        return URL.create(kind, database=_sqlite_path(host, schema), query=query)
+    if kind in _POSTGRES_TYPES or kind.startswith("postgresql+"):
+        return URL.create(
+            "postgresql+psycopg2" if kind in _POSTGRES_TYPES else kind,
+            username=login or None,
+            password=password or None,
+            host=host or None,
+            port=port or None,
+            database=schema or None,
+            query=query,
+        )
+    raise ValueError(
+        f"unsupported warehouse connection type {conn_type!r}: name a SQLite file "
+        "(sqlite:////abs/path/file.db) or a PostgreSQL database (postgresql://user@host:5432/db)"
+    )
+
+
+def _sqlite_path(host: str | None, schema: str | None) -> str:
+    host, schema = host or "", schema or ""
+    if host and schema and not schema.startswith("/"):
+        return f"{host.rstrip('/')}/{schema}"
+    path = schema or host
+    if not path:
+        raise ValueError("a SQLite warehouse connection needs a file path, e.g. sqlite:////srv/airflow/warehouse.db")
+    return path
+
+
+def _query(extra: str | Mapping[str, Any] | None) -> dict[str, str]:
+    options = json.loads(extra) if isinstance(extra, str) and extra.strip() else extra or {}
+    if not isinstance(options, Mapping):
+        raise ValueError(f"connection extra must be a JSON object, got {type(options).__name__}")
+    return {
+        str(key): json.dumps(value) if isinstance(value, bool) else str(value)
+        for key, value in options.items()
+        if isinstance(value, (str, int, float))
+    }
+
+
+def make_engine(url: URL | str) -> Engine:
+    """Create the warehouse engine: SQLite in WAL mode with a busy timeout, PostgreSQL with pre-ping.
+
+    A bare ``postgresql://`` URL is driven by psycopg2 (the warehouse's COPY path needs it).
+    """
+    url = make_url(url)
+    backend = url.get_backend_name()
+    if url.drivername == "postgresql":
+        url = url.set(drivername="postgresql+psycopg2")
+    if backend == "sqlite":
+        engine = create_engine(url)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if backend == "postgresql":
+        return create_engine(url, pool_pre_ping=True)
+    raise ValueError(f"unsupported warehouse database {backend!r}: use SQLite or PostgreSQL")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """Per-connection SQLite settings: wait for locks, WAL for concurrent readers, fewer fsyncs, FKs on."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()

@@ -1,0 +1,78 @@
+"""Fixtures of the warehouse tests: a real SQLite file per test and a scratch schema in a real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from findings_provider.warehouse import Warehouse, make_engine
+from findings_provider.warehouse.schema import metadata
+from sqlalchemy import exc
+from sqlalchemy.engine import Engine, make_url
+
+#: The PostgreSQL database the tests use; a uniquely named schema is created in it and dropped afterwards.
+POSTGRES_URL = os.environ.get("WAREHOUSE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def services_required() -> bool:
+    """True when a missing PostgreSQL must fail the run (REQUIRE_SERVICES, read as tests/conftest.py does)."""
+    return os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False")
+
+
+def _unavailable(reason: str) -> None:
+    if services_required():
+        pytest.fail(f"required service unavailable (REQUIRE_SERVICES=1): {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_schema_url() -> Iterator[str]:
+    """URL of a scratch schema (first on the search path) in the test PostgreSQL, dropped afterwards."""
+    url = make_url(POSTGRES_URL)
+    admin = make_engine(url.update_query_dict({"connect_timeout": "3"}))
+    schema = f"warehouse_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    except exc.OperationalError as error:
+        admin.dispose()
+        _unavailable(f"PostgreSQL at {POSTGRES_URL} is unreachable: {error.orig}")
+    try:
+        yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path) -> Iterator[Engine]:
+    """An engine on a fresh SQLite file."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def postgresql_engine(postgres_schema_url: str) -> Iterator[Engine]:
+    """An engine on the scratch PostgreSQL schema, emptied of warehouse tables after the test."""
+    engine = make_engine(postgres_schema_url)
+    yield engine
+    metadata.drop_all(engine)
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request) -> Engine:
+    """Each test using it runs once on SQLite and once on PostgreSQL, on an empty database."""
+    return request.getfixturevalue(f"{request.param}_engine")
+
+
+@pytest.fixture
+def warehouse(engine: Engine) -> Warehouse:
+    """A Warehouse with its tables created."""
+    store = Warehouse(engine)
+    store.create_all()
+    return store

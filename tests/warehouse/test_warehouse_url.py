@@ -1,0 +1,111 @@
+"""Warehouse URLs rebuilt from real Airflow connections, and the engines made from them."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.models.connection import Connection
+from findings_provider.warehouse import make_engine, url_from_connection
+from sqlalchemy.engine import URL
+
+
+def url_of(conn: Connection) -> URL:
+    return url_from_connection(conn.conn_type, conn.host, conn.schema, conn.login, conn.password, conn.port, conn.extra)
+
+
+def test_sqlite_uri_absolute_path():
+    conn = Connection(conn_id="w", uri="sqlite:////srv/airflow/warehouse.db")
+    assert (conn.conn_type, conn.schema) == ("sqlite", "/srv/airflow/warehouse.db")  # where Airflow puts it
+    url = url_of(conn)
+    assert url.drivername == "sqlite"
+    assert url.database == "/srv/airflow/warehouse.db"
+    assert url.render_as_string() == "sqlite:////srv/airflow/warehouse.db"
+
+
+def test_sqlite_uri_query_becomes_driver_options():
+    url = url_of(Connection(conn_id="w", uri="sqlite:////srv/w.db?timeout=5"))
+    assert url.database == "/srv/w.db"
+    assert dict(url.query) == {"timeout": "5"}
+
+
+def test_sqlite_path_in_host_of_a_json_connection():
+    conn = Connection(conn_id="w", conn_type="sqlite", host="/data/warehouse.db")
+    assert url_of(conn).database == "/data/warehouse.db"
+
+
+def test_sqlite_relative_path_split_by_airflow_is_joined_again():
+    conn = Connection(conn_id="w", uri="sqlite://data/warehouse.db")
+    assert url_of(conn).database == "data/warehouse.db"
+
+
+def test_postgres_uri():
+    conn = Connection(conn_id="w", uri="postgresql://airflow@db.internal:5432/findings")
+    assert conn.conn_type == "postgres"
+    url = url_of(conn)
+    assert (url.drivername, url.username, url.password, url.host, url.port, url.database) == (
+        "postgresql+psycopg2",
+        "airflow",
+        None,
+        "db.internal",
+        5432,
+        "findings",
+    )
+
+
+def test_postgres_password_and_options_survive():
+    conn = Connection(conn_id="w", uri="postgresql://u:p%40ss%2Fw@h/db?sslmode=require")
+    url = url_of(conn)
+    assert url.password == "p@ss/w"
+    assert dict(url.query) == {"sslmode": "require"}
+    assert url.render_as_string(hide_password=False) == "postgresql+psycopg2://u:p%40ss%2Fw@h/db?sslmode=require"
+
+
+def test_explicit_driver_is_kept():
+    url = url_of(Connection(conn_id="w", uri="postgresql+psycopg2://u@h:6432/db"))
+    assert (url.drivername, url.port) == ("postgresql+psycopg2", 6432)
+
+
+def test_extras_as_mapping_keep_scalars_only():
+    url = url_from_connection(
+        "postgres",
+        "h",
+        "db",
+        extra={"sslmode": "verify-full", "keepalives": 1, "nested": {"x": 1}, "flag": True},
+    )
+    assert dict(url.query) == {"sslmode": "verify-full", "keepalives": "1", "flag": "true"}
+
+
+@pytest.mark.parametrize(
+    ("conn_type", "message"),
+    [
+        ("sqlite", "needs a file path"),
+        ("mysql", "unsupported warehouse connection type 'mysql'"),
+        (None, "unsupported"),
+    ],
+)
+def test_unusable_connections_are_explained(conn_type, message):
+    with pytest.raises(ValueError, match=message):
+        url_from_connection(conn_type)
+
+
+def test_sqlite_engine_settings(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    try:
+        with engine.connect() as conn:
+            pragmas = {
+                p: conn.exec_driver_sql(f"PRAGMA {p}").scalar()
+                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+            }
+    finally:
+        engine.dispose()
+    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1}
+
+
+def test_postgres_engine_uses_psycopg2_and_pre_ping():
+    engine = make_engine("postgresql://u@127.0.0.1:1/db")  # no connection is opened
+    assert engine.dialect.driver == "psycopg2"
+    assert engine.pool._pre_ping is True
+
+
+def test_other_databases_are_refused():
+    with pytest.raises(ValueError, match="unsupported warehouse database 'mssql'"):
+        make_engine(URL.create("mssql+pymssql", host="h"))
