@@ -342,7 +342,7 @@ def test_rule_dependency_and_repository_rows():
     }
     rows = [dict(zip(DEPENDENCY_COLUMNS, r, strict=True)) for r in dependency_rows([camel, snake])]
     assert [(r["license"], r["lockfile_path"], r["repository_id"]) for r in rows] == [
-        ('["MIT","ISC"]', "package-lock.json", "5"),
+        ('MIT, ISC', "package-lock.json", "5"),
         ("Apache-2.0", "poetry.lock", "6"),
     ]
     (repo_row,) = dependency_repository_rows(
@@ -383,3 +383,12 @@ def test_objects_without_an_id_are_errors(builder, item):
 def test_row_columns_are_the_table_columns_but_synced_at(table, columns):
     assert len(set(columns)) == len(columns)
     assert set(table.c.keys()) == {*columns, "synced_at"}
+
+
+def test_dependency_licences_as_a_list_are_kept():
+    from findings_provider.warehouse.rows import DEPENDENCY_COLUMNS, dependency_rows
+
+    (row,) = dependency_rows([{"id": "d1", "name": "lodash", "licenses": ["MIT", "Apache-2.0"]}])
+    assert row[DEPENDENCY_COLUMNS.index("license")] == "MIT, Apache-2.0"
+    (row,) = dependency_rows([{"id": "d2", "name": "x", "license": "BSD-3-Clause"}])
+    assert row[DEPENDENCY_COLUMNS.index("license")] == "BSD-3-Clause"

@@ -102,20 +102,10 @@ def extract_repositories(
 # --- summary ------------------------------------------------------------------------------------------------
 
 
-def _licences(column: Any, raw: str | None) -> list[str]:
-    """Licences of one dependency: the ``license`` column, else ``license``/``licenses`` in the raw JSON."""
-    value: Any = column
-    if isinstance(value, str) and value.startswith("["):
-        value = orjson.loads(value)
-    if value in (None, "", []) and raw:
-        data = orjson.loads(raw)
-        for key in ("license", "licenses", "licence", "licences"):
-            if data.get(key) not in (None, "", []):
-                value = data[key]
-                break
-    if value in (None, "", []):
-        return [UNKNOWN_LICENCE]
-    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+def _licences(column: str | None) -> list[str]:
+    """Licences of one dependency from the ``license`` column (several are joined with ``, `` by the row builder)."""
+    parts = [part.strip() for part in (column or "").split(",") if part.strip()]
+    return parts or [UNKNOWN_LICENCE]
 
 
 def _raw_field(raw: str | None, *keys: str) -> Any:
@@ -140,7 +130,7 @@ def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataF
             {"repositories": pd.Series(dtype=int), "occurrences": pd.Series(dtype=int), "versions": []}
         )
     else:
-        deps["licences"] = [_licences(c, raw) for c, raw in zip(deps["license"], deps["raw"], strict=True)]
+        deps["licences"] = [_licences(c) for c in deps["license"]]
         missing_repo = deps["repository_id"].isna()
         if missing_repo.any():
             deps.loc[missing_repo, "repository_id"] = [

@@ -168,6 +168,7 @@ class _Dependency(_Lenient):
     version: object = None
     ecosystem: object = None
     license: object = None
+    licenses: object = None
     lockfilePath: object = None
     lockfile_path: object = None
     repositoryId: object = None
@@ -192,6 +193,13 @@ def _text(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return orjson.dumps(value).decode()
+
+
+def _licences(value: object) -> str | None:
+    """One licence, or several (a list) joined with ``, `` — the field's shape is not documented."""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or None
+    return _text(value)
 
 
 def _int(value: object) -> int | None:
@@ -339,7 +347,7 @@ def dependency_rows(items: Iterable[JsonObject]) -> list[Row]:
             _text(dep.name),
             _text(dep.version),
             _text(dep.ecosystem),
-            _text(dep.license),
+            _licences(dep.license if dep.license is not None else dep.licenses),
             _text(dep.lockfilePath or dep.lockfile_path),
             _text(dep.repositoryId or dep.repository_id),
             raw,
