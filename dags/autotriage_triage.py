@@ -1,0 +1,119 @@
+"""
+### Autotriage triage
+
+Bulk-triages findings by their autotriage verdict, per the policies in `include/pipeline.yaml`
+(`autotriage_triage.policies`). The default policy sets open code (`sast`) findings whose autotriage verdict is
+`false_positive` to `ignored` with reason `false_positive` and a note naming the verdict and this DAG run;
+findings with another verdict, or none, are never touched. Runs when findings were written (the
+`findings://warehouse/findings` Asset; several events merge into one run, which processes everything
+outstanding), on its own schedule if configured, and on a manual trigger.
+
+1. **plan_triage** selects the findings from the warehouse and records one `planned` row per request (at most
+   3000 ids each) in `triage_actions`.
+2. **check_approval**: when `approval_threshold` is set and the selection is larger, **approve_triage** asks a
+   person in the UI (Required Actions) to approve or reject; otherwise it is skipped. Reject (or no answer
+   within a day): nothing is triaged and the plan's rows are marked rejected.
+3. **bulk_triage** sends the planned requests, records each response in `triage_actions` and updates the
+   triaged findings in the warehouse (including same-fingerprint findings on other branches). In a dry run
+   nothing is sent.
+4. **publish_triage** updates the `findings://warehouse/triage_actions` Asset after every run that is not a dry
+   run, even when nothing needed triage, so that `ticket_creation` always runs after triage.
+
+**Params**
+
+- `dry_run` (boolean, default false): record the plan in `triage_actions` without calling the API.
+- `approval_threshold` (null or integer >= 0, default null): above this many selected findings a person must
+  approve first; null never asks.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param, TriggerRule
+from findings_provider.assets import FINDINGS, TRIAGE
+from findings_provider.config import load_pipeline_config
+from findings_provider.dag_defaults import default_args
+from findings_provider.operators.findings import PublishAssetOperator
+from findings_provider.operators.triage import (
+    ApprovalBranchOperator,
+    BulkTriageOperator,
+    PlanTriageOperator,
+    TriageApprovalOperator,
+)
+
+CONFIG = load_pipeline_config()
+CFG = CONFIG.autotriage_triage
+CONN = {"findings_conn_id": CONFIG.connections.api_conn_id, "warehouse_conn_id": CONFIG.connections.warehouse_conn_id}
+
+with DAG(
+    dag_id="autotriage_triage",
+    description="Bulk-triage findings by their autotriage verdict",
+    schedule=(
+        AssetOrTimeSchedule(timetable=CronTriggerTimetable(CFG.schedule, timezone="UTC"), assets=FINDINGS)
+        if CFG.schedule
+        else FINDINGS
+    ),
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(pool=CONFIG.pool.name),
+    tags=["findings", "security", "triage"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "dry_run": Param(
+            CFG.dry_run,
+            type="boolean",
+            title="Dry run",
+            description="Record the plan in triage_actions without calling the API.",
+        ),
+        "approval_threshold": Param(
+            CFG.approval_threshold,
+            type=["null", "integer"],
+            minimum=0,
+            title="Approval threshold",
+            description="Above this many selected findings a person approves in the UI first; empty: never ask.",
+        ),
+    },
+) as dag:
+    plan = PlanTriageOperator(
+        task_id="plan_triage",
+        dry_run="{{ params.dry_run }}",
+        approval_threshold="{{ params.approval_threshold }}",
+        pool="default_pool",
+        **CONN,
+    )
+    check = ApprovalBranchOperator(
+        task_id="check_approval",
+        needs_approval=plan.output["needs_approval"],
+        approval_task_id="approve_triage",
+        proceed_task_id="bulk_triage",
+        pool="default_pool",
+    )
+    approve = TriageApprovalOperator(
+        task_id="approve_triage",
+        subject="{{ ti.xcom_pull(task_ids='plan_triage')['approval_subject'] }}",
+        body="{{ ti.xcom_pull(task_ids='plan_triage')['approval_body'] }}",
+        action_ids=plan.output["action_ids"],
+        warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
+        defaults="Reject",  # unanswered for a day: nothing is triaged, and the next run asks again
+        response_timeout=timedelta(days=1),
+        pool="default_pool",
+    )
+    triage = BulkTriageOperator(
+        task_id="bulk_triage",
+        action_ids=plan.output["action_ids"],
+        trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+        **CONN,
+    )
+    publish = PublishAssetOperator(
+        task_id="publish_triage",
+        changed="{{ 0 if params.dry_run else 1 }}",
+        what="triage run (not a dry run)",
+        asset=TRIAGE,
+        trigger_rule=TriggerRule.NONE_FAILED,
+        pool="default_pool",
+    )
+    plan >> check >> [approve, triage]
+    approve >> triage >> publish

@@ -1,0 +1,97 @@
+"""
+### Findings extraction
+
+Pulls code (`sast`), supply-chain (`sca`) and, when asked, `secrets` findings into the warehouse table
+`findings`. Runs when scans completed (the `findings://warehouse/scans` Asset), daily, and on a manual trigger.
+
+- **extract_findings**: for each issue type, an incremental pull by a watermark on `relevant_since` (starting
+  `overlap_minutes` before it), `page_size` 3000, streamed page by page into the warehouse (one transaction per
+  page). The watermark advances only when the whole pull of that type succeeded. Because the API's `since`
+  filters on `relevant_since` only, status and triage changes of older findings are caught by a full pull: with
+  `full_refresh`, and automatically once a week (`full_refresh_weekday`). Secrets have no `since` filter and are
+  always pulled completely.
+- **publish_findings** updates the `findings://warehouse/findings` Asset when rows were written (starts
+  `autotriage_triage`).
+- **summarize_findings** logs a summary of open findings by severity, issue type and repository and writes it as
+  an HTML and CSV report (`$FINDINGS_REPORT_DIR` or `$AIRFLOW_HOME/reports`).
+
+**Params**
+
+- `issue_types` (list of `sast`, `sca`, `secrets`; default from `include/pipeline.yaml`): what to pull.
+- `full_refresh` (boolean, default false): pull everything, ignoring the watermark (reconciles status and triage
+  changes of older findings).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param, TriggerRule
+from findings_provider.assets import FINDINGS, SCANS
+from findings_provider.config import load_pipeline_config
+from findings_provider.dag_defaults import default_args
+from findings_provider.operators.findings import (
+    ExtractFindingsOperator,
+    FindingsSummaryOperator,
+    PublishAssetOperator,
+)
+
+CONFIG = load_pipeline_config()
+CFG = CONFIG.findings_extraction
+CONN = {"findings_conn_id": CONFIG.connections.api_conn_id, "warehouse_conn_id": CONFIG.connections.warehouse_conn_id}
+
+with DAG(
+    dag_id="findings_extraction",
+    description="Pull code and supply-chain findings into the warehouse",
+    schedule=(
+        AssetOrTimeSchedule(timetable=CronTriggerTimetable(CFG.schedule, timezone="UTC"), assets=SCANS)
+        if CFG.schedule
+        else SCANS
+    ),
+    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(pool=CONFIG.pool.name),
+    tags=["findings", "security", "warehouse"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "issue_types": Param(
+            [str(t) for t in CFG.issue_types],
+            type="array",
+            items={"type": "string", "enum": ["sast", "sca", "secrets"]},
+            minItems=1,
+            uniqueItems=True,
+            title="Issue types",
+            description="Which findings to pull: sast (code), sca (supply chain), secrets.",
+        ),
+        "full_refresh": Param(
+            False,
+            type="boolean",
+            title="Full refresh",
+            description="Pull everything regardless of the watermark (catches status and triage changes of older "
+            "findings).",
+        ),
+    },
+) as dag:
+    extract = ExtractFindingsOperator(
+        task_id="extract_findings",
+        issue_types="{{ params.issue_types }}",
+        full_refresh="{{ params.full_refresh }}",
+        **CONN,
+    )
+    publish = PublishAssetOperator(
+        task_id="publish_findings",
+        changed=extract.output["written"],
+        what="finding rows",
+        asset=FINDINGS,
+        pool="default_pool",
+    )
+    summary = FindingsSummaryOperator(
+        task_id="summarize_findings",
+        report_name="findings_summary",
+        trigger_rule=TriggerRule.NONE_FAILED,
+        pool="default_pool",
+        **CONN,
+    )
+    extract >> publish >> summary

@@ -1,0 +1,146 @@
+"""Operators of findings extraction: pull findings into the warehouse, summarise them, publish the Asset."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import Asset, AssetAlias, BaseOperator
+
+from findings_provider.config import load_pipeline_config
+from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.pipeline import extraction
+from findings_provider.pipeline.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
+
+
+class ExtractFindingsOperator(FindingsBaseOperator):
+    """Pull findings of each issue type into the warehouse, incrementally, streaming page by page.
+
+    Each pull starts at the issue type's watermark minus an overlap (everything when there is none, on
+    ``full_refresh``, and on the weekly full-refresh day); pages of ``page_size`` are upserted one transaction
+    each; the watermark advances only after the whole pull succeeded. ``secrets`` are listed through their
+    own cursor-paged operation and always pulled completely. Returns the counts per issue type and pushes
+    ``written`` (rows inserted or changed) under its own XCom key.
+
+    :param issue_types: any of ``sast``, ``sca``, ``secrets`` (templated; default from pipeline.yaml).
+    :param full_refresh: pull everything regardless of the watermark (templated).
+    :param page_size: findings per request, 100..3000 (default from pipeline.yaml).
+    :param overlap_minutes: how far before the watermark an incremental pull starts (default: pipeline.yaml).
+    """
+
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "issue_types", "full_refresh")
+    ui_color = "#dff0d8"
+
+    def __init__(
+        self,
+        *,
+        issue_types: Any = None,
+        full_refresh: Any = False,
+        page_size: int | None = None,
+        overlap_minutes: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.issue_types = issue_types
+        self.full_refresh = full_refresh
+        self.page_size = page_size
+        self.overlap_minutes = overlap_minutes
+
+    def run(self, context: Any) -> dict[str, Any]:
+        cfg = load_pipeline_config().findings_extraction
+        types = as_str_list(self.issue_types, "issue_types", allowed=extraction.ISSUE_TYPES) if (
+            self.issue_types not in (None, "", "None")) else [str(t) for t in cfg.issue_types]
+        if not types:
+            raise ParamError("issue_types is empty; give at least one of sast, sca, secrets")
+        page_size = as_int(self.page_size or cfg.page_size, "page_size", minimum=100)
+        if page_size > 3000:
+            raise ParamError(f"page_size = {page_size} must be <= 3000 (the API's maximum)")
+        overlap = as_optional_int(self.overlap_minutes, "overlap_minutes", minimum=0)
+        result = extraction.run_extraction(
+            self.api_hook.client,
+            self.warehouse_hook.get_warehouse(),
+            types,
+            full_refresh=as_bool(self.full_refresh, "full_refresh"),
+            full_refresh_weekday=cfg.full_refresh_weekday,
+            overlap=timedelta(minutes=cfg.overlap_minutes if overlap is None else overlap),
+            page_size=page_size,
+        )
+        context["ti"].xcom_push(key="written", value=result["written"])
+        return result
+
+
+class FindingsSummaryOperator(FindingsBaseOperator):
+    """Summarise open findings (pandas): by severity x issue type and by repository, to the log and a report.
+
+    Writes ``<report_name>.html`` (tables and a chart) and one CSV per table to the report directory
+    (``$FINDINGS_REPORT_DIR`` or ``$AIRFLOW_HOME/reports``); returns their paths and the totals.
+
+    :param report_name: file name stem of the report (templated).
+    """
+
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "report_name")
+    ui_color = "#fcf8e3"
+
+    def __init__(self, *, report_name: str = "findings_summary", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.report_name = report_name
+
+    def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline.summary import open_findings_summary
+        from findings_provider.reports import Chart, log_table, write_report
+
+        tables = open_findings_summary(self.warehouse_hook.get_warehouse())
+        titles = {"by_severity": "Open findings by severity and issue type",
+                  "by_repository": "Open findings by repository and severity"}
+        for name, frame in tables.items():
+            log_table(self.log, titles.get(name, name), frame)
+        report = write_report(
+            self.report_name,
+            "Open findings",
+            tables,
+            charts=[
+                Chart("Open findings by severity and issue type", "by_severity", stacked=True),
+                Chart("Open findings by repository (top 20)", "by_repository", stacked=True),
+            ],
+        )
+        self.log.info("report written: %s", report.html)
+        totals = tables["by_severity"]
+        return {
+            "open_findings": int(totals.to_numpy().sum()) if not totals.empty else 0,
+            "repositories": len(tables["by_repository"]),
+            "report": report.as_xcom(),
+        }
+
+
+class PublishAssetOperator(BaseOperator):
+    """Emit an event of ``asset`` only when ``changed`` is a positive count; otherwise succeed without one.
+
+    The next pipeline stage is scheduled on the Asset, so it runs only when there is new data. The event goes
+    out through an ``AssetAlias`` outlet (``<asset name>/published``): an Airflow task with a plain Asset
+    outlet always emits on success, an alias emits only what the task adds to it, so the task stays green.
+
+    :param asset: the Asset to update.
+    :param changed: how many things changed upstream (templated; typically an XCom).
+    :param what: what ``changed`` counts, for the log.
+    """
+
+    template_fields: Sequence[str] = ("changed",)
+    ui_color = "#e7e7f7"
+
+    def __init__(self, *, asset: Asset, changed: Any, what: str = "changes", **kwargs: Any) -> None:
+        self.asset = asset
+        self.alias = AssetAlias(name=f"{asset.name}/published")
+        kwargs["outlets"] = [*kwargs.get("outlets", ()), self.alias]
+        super().__init__(**kwargs)
+        self.changed = changed
+        self.what = what
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        count = as_optional_int(self.changed, "changed") or 0
+        if count <= 0:
+            self.log.info("no new %s: %s is not updated", self.what, self.asset.uri)
+            return {"published": False, "changed": 0}
+        context["outlet_events"][self.alias].add(self.asset, extra={"changed": count})
+        self.log.info("%d new %s: publishing %s", count, self.what, self.asset.uri)
+        return {"published": True, "changed": count}

@@ -1,0 +1,114 @@
+"""Policy selections of warehouse findings (SQL, portable between SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from findings_provider.config import FindingSelector
+from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.schema import findings, ticket_actions
+
+#: Outcomes after which a finding is never sent to ticket creation again.
+TICKET_DONE = ("succeeded",)
+#: Outcomes that block a finding while they are its latest: ``ambiguous`` until reconciled, ``skipped`` (reported).
+TICKET_BLOCKING_WHEN_LATEST = ("ambiguous", "skipped")
+
+
+@dataclass(frozen=True)
+class SelectedFinding:
+    """The columns of a selected finding that planning needs (never its payload)."""
+
+    id: int
+    repository_name: str | None
+    rule_name: str | None
+    ref: str | None
+    severity: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "repository": self.repository_name,
+            "rule": self.rule_name,
+            "ref": self.ref,
+            "severity": self.severity,
+        }
+
+
+def selector_conditions(issue_type: str, selector: FindingSelector) -> list[ColumnElement[bool]]:
+    """WHERE conditions of a selector: every set field must match one of its values."""
+    conditions: list[ColumnElement[bool]] = [findings.c.issue_type == str(issue_type)]
+    for column, values in selector.columns().items():
+        conditions.append(findings.c[column].in_([str(v) for v in values]))
+    return conditions
+
+
+def ticket_blocked() -> ColumnElement[bool]:
+    """True for a finding that has, or may have, a ticket, or whose last ticket request was skipped."""
+    done = ticket_actions.alias("ta_done")
+    last = ticket_actions.alias("ta_last")
+    latest = ticket_actions.alias("ta_latest")
+    has_succeeded = (
+        select(done.c.id)
+        .where(done.c.issue_type == findings.c.issue_type, done.c.finding_id == findings.c.id,
+               done.c.outcome.in_(TICKET_DONE))
+        .exists()
+    )
+    latest_id = (
+        select(func.max(latest.c.id))
+        .where(latest.c.issue_type == findings.c.issue_type, latest.c.finding_id == findings.c.id,
+               latest.c.outcome != "planned")
+        .correlate(findings)
+        .scalar_subquery()
+    )
+    blocking_latest = (
+        select(last.c.id).where(last.c.id == latest_id, last.c.outcome.in_(TICKET_BLOCKING_WHEN_LATEST)).exists()
+    )
+    return findings.c.external_ticket_id.is_not(None) | has_succeeded | blocking_latest
+
+
+def select_findings(
+    warehouse: Warehouse,
+    issue_type: str,
+    selector: FindingSelector,
+    *,
+    without_ticket: bool = False,
+) -> list[SelectedFinding]:
+    """Findings of ``issue_type`` matching ``selector`` (ascending id); optionally only those with no ticket."""
+    conditions = selector_conditions(issue_type, selector)
+    if without_ticket:
+        conditions.append(~ticket_blocked())
+    stmt = (
+        select(findings.c.id, findings.c.repository_name, findings.c.rule_name, findings.c.ref, findings.c.severity)
+        .where(and_(*conditions))
+        .order_by(findings.c.id)
+    )
+    with warehouse.engine.connect() as conn:
+        return [SelectedFinding(*row) for row in conn.execute(stmt)]
+
+
+def latest_ticket_outcomes(warehouse: Warehouse, issue_type: str, outcome: str) -> list[int]:
+    """Ids of findings whose latest (non-planned) ticket outcome is ``outcome``."""
+    latest = (
+        select(ticket_actions.c.finding_id, func.max(ticket_actions.c.id).label("last"))
+        .where(ticket_actions.c.issue_type == issue_type, ticket_actions.c.outcome != "planned")
+        .group_by(ticket_actions.c.finding_id)
+        .subquery()
+    )
+    stmt = (
+        select(ticket_actions.c.finding_id)
+        .join(latest, latest.c.last == ticket_actions.c.id)
+        .where(ticket_actions.c.outcome == outcome)
+        .order_by(ticket_actions.c.finding_id)
+    )
+    with warehouse.engine.connect() as conn:
+        return list(conn.execute(stmt).scalars())
+
+
+def sample_rows(selected: Sequence[SelectedFinding], limit: int = 10) -> list[dict[str, Any]]:
+    """A few selected findings for a person to look at (ids, repository, rule, ref, severity)."""
+    return [f.as_dict() for f in selected[:limit]]

@@ -1,0 +1,479 @@
+"""The four pipeline DAGs: integrity (imports, parse time, retries, owners, tags, docs, params) and ``dag.test()``
+runs against an emulator, checked in the warehouse and in the emulator's state and request log.
+
+``dag.test()`` needs a metadata database: the runs happen in one long-lived subprocess with its own migrated
+``AIRFLOW_HOME`` (so this test session's Airflow settings are untouched), driven one DAG run at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from findings_emulator.testing import EmulatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+DAGS = ROOT / "dags"
+PIPELINE_DAGS = ("scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation")
+PYTHON = sys.executable
+
+
+# --- integrity ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dagbag() -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bags = {dag_id: DagBag(dag_folder=str(DAGS / f"{dag_id}.py")) for dag_id in PIPELINE_DAGS}
+    return bags
+
+
+@pytest.mark.parametrize("dag_id", PIPELINE_DAGS)
+def test_dag_imports_and_is_complete(dagbag: Any, dag_id: str) -> None:
+    bag = dagbag[dag_id]
+    assert bag.import_errors == {}
+    dag = bag.dags[dag_id]
+    assert dag.tags
+    assert "findings" in dag.tags
+    assert dag.doc_md
+    assert "**Params**" in dag.doc_md
+    for name in dag.params:
+        assert f"`{name}`" in dag.doc_md, f"doc_md of {dag_id} does not explain param {name}"
+        assert dag.params.get_param(name).description
+    assert dag.max_active_runs == 1
+    assert dag.catchup is False
+    for task in dag.tasks:
+        assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
+        assert task.retry_exponential_backoff, f"{dag_id}.{task.task_id} has no exponential backoff"
+        assert task.owner == "appsec"
+        assert task.pool in ("findings_api", "default_pool")
+
+
+def test_api_tasks_use_the_api_pool(dagbag: Any) -> None:
+    api_tasks = {
+        "scan_monitoring": ("search_scans", "wait_for_scan", "refresh_scans", "alert_failed_scans"),
+        "findings_extraction": ("extract_findings",),
+        "autotriage_triage": ("bulk_triage",),
+        "ticket_creation": ("create_tickets",),
+    }
+    for dag_id, task_ids in api_tasks.items():
+        dag = dagbag[dag_id].dags[dag_id]
+        assert {dag.get_task(t).pool for t in task_ids} == {"findings_api"}
+
+
+def test_schedules_and_asset_chain(dagbag: Any) -> None:
+    from airflow.sdk import AssetAlias
+    from findings_provider.assets import FINDINGS, SCANS, TICKETS, TRIAGE
+
+    dags = {dag_id: dagbag[dag_id].dags[dag_id] for dag_id in PIPELINE_DAGS}
+    assert dags["scan_monitoring"].timetable.expression == "*/15 * * * *"
+    assert dags["findings_extraction"].timetable.timetable.expression == "0 0 * * *"  # @daily
+    outlets = {(dag_id, t.task_id): (t.asset, list(t.outlets)) for dag_id, d in dags.items() for t in d.tasks
+               if t.outlets}
+    expected = {
+        ("scan_monitoring", "publish_scans"): SCANS,
+        ("findings_extraction", "publish_findings"): FINDINGS,
+        ("autotriage_triage", "publish_triage"): TRIAGE,
+        ("ticket_creation", "publish_tickets"): TICKETS,
+    }
+    assert set(outlets) == set(expected)
+    for key, asset in expected.items():
+        assert outlets[key] == (asset, [AssetAlias(name=f"{asset.name}/published")])
+    for dag_id, asset in (("findings_extraction", SCANS), ("autotriage_triage", FINDINGS), ("ticket_creation", TRIAGE)):
+        assert dags[dag_id].timetable.asset_condition == asset
+
+
+def scheduler_params(dag: Any) -> Any:
+    """The DAG's params as the scheduler holds them: it validates a run's conf with these when creating it."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    return DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "conf", "param"),
+    [
+        ("findings_extraction", {"issue_types": ["bogus"]}, "issue_types"),
+        ("findings_extraction", {"issue_types": []}, "issue_types"),
+        ("findings_extraction", {"full_refresh": "yes"}, "full_refresh"),
+        ("autotriage_triage", {"approval_threshold": -1}, "approval_threshold"),
+        ("autotriage_triage", {"dry_run": "maybe"}, "dry_run"),
+        ("ticket_creation", {"tracker_project_id": "abc"}, "tracker_project_id"),
+        ("scan_monitoring", {"lookback_days": 0}, "lookback_days"),
+    ],
+)
+def test_bad_params_are_refused_naming_the_param(dagbag: Any, dag_id: str, conf: dict, param: str) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError, match=f"Invalid input for param {param}"):
+        scheduler_params(dagbag[dag_id].dags[dag_id]).deep_merge(conf).validate()
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "conf"),
+    [
+        ("findings_extraction", {"issue_types": ["sast", "secrets"], "full_refresh": True}),
+        ("autotriage_triage", {"approval_threshold": 0, "dry_run": True}),
+        ("autotriage_triage", {"approval_threshold": None}),
+        ("ticket_creation", {"tracker_project_id": "12345"}),
+        ("scan_monitoring", {"lookback_days": 2}),
+    ],
+)
+def test_good_params_pass(dagbag: Any, dag_id: str, conf: dict) -> None:
+    scheduler_params(dagbag[dag_id].dags[dag_id]).deep_merge(conf).validate()
+
+
+PARSE_SCRIPT = textwrap.dedent(
+    """
+    import importlib, json, sys, time
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.utils.file import iter_airflow_imports
+    path = sys.argv[1]
+    for module in iter_airflow_imports(path):  # what the DAG processor pre-imports before parsing a file
+        try:
+            importlib.import_module(module)
+        except Exception:
+            pass
+    cpu, wall = time.process_time(), time.perf_counter()
+    bag = DagBag(dag_folder=path)
+    print("PARSE " + json.dumps({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,
+                                 "stat": bag.dagbag_stats[0].duration.total_seconds(),
+                                 "errors": {str(k): v for k, v in bag.import_errors.items()}}))
+    """
+)
+
+
+@pytest.mark.parametrize("dag_id", PIPELINE_DAGS)
+def test_parse_time_is_well_under_a_second(dag_id: str, tmp_path: Path) -> None:
+    """Parsed in a fresh interpreter, after the Airflow pre-imports the DAG processor does (CPU time, since
+    wall time on a loaded test machine measures the machine)."""
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    out = subprocess.run([PYTHON, "-c", PARSE_SCRIPT, str(DAGS / f"{dag_id}.py")], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    result = json.loads(next(line for line in out.splitlines() if line.startswith("PARSE "))[6:])
+    assert result["errors"] == {}
+    assert result["cpu"] < 0.5, result
+    assert result["wall"] < 3.0, result
+
+
+def test_dag_files_do_no_io_or_heavy_imports_at_module_level() -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys, socket, importlib.util
+        def no_network(*a, **k):
+            raise AssertionError("network access while parsing a DAG file")
+        socket.socket.connect = no_network
+        for name in {list(PIPELINE_DAGS)!r}:
+            spec = importlib.util.spec_from_file_location(name, "{DAGS}/" + name + ".py")
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        heavy = sorted(m for m in ("pandas", "matplotlib", "findings_emulator") if m in sys.modules)
+        print("HEAVY", heavy)
+        """
+    )
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "HEAVY []" in out
+
+
+# --- dag.test() runs against the emulator --------------------------------------------------------------------------
+
+RUNNER = textwrap.dedent(
+    """
+    import json, sys, traceback
+    from airflow.dag_processing.dagbag import DagBag
+
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            bag = DagBag(dag_folder=command["path"])
+            dag = bag.dags[command["dag_id"]]
+            run = dag.test(run_conf=command.get("conf") or {}, mark_success_pattern=command.get("mark_success"))
+            from airflow.models.asset import AssetEvent, AssetModel
+            from airflow.utils.session import create_session
+            from sqlalchemy import select
+            with create_session() as session:
+                events = session.execute(
+                    select(AssetModel.uri).join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
+                    .where(AssetEvent.source_dag_id == run.dag_id, AssetEvent.source_run_id == run.run_id)
+                ).scalars().all()
+            result = {"state": str(run.state), "asset_events": sorted(events),
+                      "tis": {f"{ti.task_id}" + (f"[{ti.map_index}]" if ti.map_index >= 0 else ""): str(ti.state)
+                              for ti in run.get_task_instances()}}
+        except Exception as exc:
+            result = {"error": type(exc).__name__, "message": str(exc), "trace": traceback.format_exc()[-2000:]}
+        print("RESULT " + json.dumps(result), flush=True)
+    """
+)
+
+
+class DagRunner:
+    """A subprocess that runs ``dag.test()`` for one DAG per command and reports task states and output."""
+
+    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+        script = workdir / "runner.py"
+        script.write_text(RUNNER)
+        self.errors = open(workdir / "runner.stderr", "w")
+        self.process = subprocess.Popen([PYTHON, str(script)], env=env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.errors, text=True, bufsize=1)
+
+    def run(self, dag_id: str, conf: dict[str, Any] | None = None, mark_success: str | None = None,
+            timeout: float = 180) -> tuple[dict[str, Any], str]:
+        command = {"dag_id": dag_id, "path": str(DAGS / f"{dag_id}.py"), "conf": conf, "mark_success": mark_success}
+        assert self.process.stdin
+        assert self.process.stdout
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("the dag.test runner exited:\n" + "".join(lines[-50:]))
+            if line.startswith("RESULT "):
+                return json.loads(line[7:]), "".join(lines)
+            lines.append(line)
+        raise TimeoutError(f"{dag_id} did not finish in {timeout} s")
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.errors.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Emulator + migrated metadata DB + warehouse file + a test copy of pipeline.yaml + the runner."""
+    work = tmp_path_factory.mktemp("dag_test")
+    home = work / "airflow_home"
+    home.mkdir()
+    config = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
+    config["scan_monitoring"].update(sensor_poke_interval=0.5, sensor_timeout=120)
+    config_path = work / "pipeline.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    (work / "projects.yaml").write_text((ROOT / "include" / "projects.yaml").read_text())
+    warehouse_path = work / "warehouse.db"
+    with EmulatorProcess(findings=600, extra_args=("--scan-duration", "2")) as emu:
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            "AIRFLOW_CONN_FINDINGS_API_DEFAULT": json.dumps({
+                "conn_type": "findings_api", "host": emu.base_url, "password": emu.token,
+                "extra": {"deployment_slug": emu.deployment_slug, "deployment_id": emu.deployment_id}}),
+            "AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT": f"sqlite:///{warehouse_path}",
+            "FINDINGS_PIPELINE_CONFIG": str(config_path),
+            "FINDINGS_REPORT_DIR": str(work / "reports"),
+        }
+        subprocess.run([str(Path(PYTHON).parent / "airflow"), "db", "migrate"], env=env, check=True,
+                       capture_output=True, timeout=300)
+        runner = DagRunner(env, work)
+        try:
+            yield {"emulator": emu, "runner": runner, "warehouse": warehouse_path, "work": work}
+        finally:
+            runner.close()
+
+
+def warehouse_of(stack: dict[str, Any]) -> Any:
+    from findings_provider.warehouse import Warehouse, make_engine
+
+    return Warehouse(make_engine(f"sqlite:///{stack['warehouse']}"))
+
+
+def api_client(emu: EmulatorProcess) -> Any:
+    from findings_provider.client import FindingsClient
+
+    return FindingsClient(emu.base_url, emu.token, deployment_id=emu.deployment_id,
+                          deployment_slug=emu.deployment_slug)
+
+
+def log_since(emu: EmulatorProcess, seq: int, operation: str | None = None) -> list[dict[str, Any]]:
+    return [r for r in emu.requests(seq) if operation is None or r["operation"] == operation]
+
+
+def last_seq(emu: EmulatorProcess) -> int:
+    log = emu.requests()
+    return log[-1]["seq"] if log else 0
+
+
+def scalar(warehouse: Any, sql: str) -> Any:
+    from sqlalchemy import text
+
+    with warehouse.engine.connect() as conn:
+        return conn.execute(text(sql)).scalar()
+
+
+pytestmark_dag_test = pytest.mark.integration
+
+
+@pytest.mark.integration
+def test_bad_params_fail_the_run_at_once(stack: dict[str, Any]) -> None:
+    emu, runner = stack["emulator"], stack["runner"]
+    seq = last_seq(emu)
+    result, _ = runner.run("findings_extraction", {"issue_types": ["bogus"]})
+    assert result["error"] == "ParamValidationError"
+    assert "param issue_types" in result["message"]
+    result, _ = runner.run("autotriage_triage", {"approval_threshold": -1})
+    assert result["error"] == "ParamValidationError"
+    assert "param approval_threshold" in result["message"]
+    assert log_since(emu, seq) == []  # nothing ran
+
+
+@pytest.mark.integration
+def test_scan_monitoring_waits_alerts_and_publishes(stack: dict[str, Any]) -> None:
+    emu, runner = stack["emulator"], stack["runner"]
+    # they finish while the mapped sensors wait (a dag.test task takes a few seconds to start)
+    completes = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after=20)
+    errors = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after=20, final_status="SCAN_STATUS_ERROR",
+                             exit_code=5, branch="feature/broken")
+    seq = last_seq(emu)
+    result, output = runner.run("scan_monitoring")
+
+    tis = result["tis"]
+    sensors = {k: v for k, v in tis.items() if k.startswith("wait_for_scan[")}
+    assert len(sensors) >= 2, result
+    assert set(sensors.values()) == {"success"}
+    assert (tis["search_scans"], tis["refresh_scans"], tis["publish_scans"]) == ("success",) * 3
+    assert result["asset_events"] == ["findings://warehouse/scans"]  # scans completed: the next stage starts
+    assert tis["alert_failed_scans"] == "failed"
+    assert result["state"] == "failed"
+    assert f"scan {errors['id']} SCAN_STATUS_ERROR" in output
+    assert "branch feature/broken" in output
+    assert f"commit {errors['commit']}" in output
+    assert "exit code 5" in output
+    assert "CI job https://" in output  # generated failures carry their CI job URL
+    gets = {r["path"].rsplit("/", 1)[1] for r in log_since(emu, seq, "scan_get")}
+    assert {str(completes["id"]), str(errors["id"])} <= gets  # the sensors polled the scans
+
+    warehouse = warehouse_of(stack)
+    status = dict(warehouse.engine.connect().exec_driver_sql("SELECT id, status FROM scans").all())
+    assert status[str(completes["id"])] == "SCAN_STATUS_COMPLETED"
+    assert status[str(errors["id"])] == "SCAN_STATUS_ERROR"
+    assert warehouse.get_state("scan_monitoring.watermark") is not None
+
+    again, output = runner.run("scan_monitoring")
+    assert again["tis"]["alert_failed_scans"] == "success"  # already alerted by the previous run
+    assert again["tis"]["publish_scans"] == "success"
+    assert again["asset_events"] == []  # nothing newly completed: no event, and every other task is green
+    assert [k for k, v in again["tis"].items() if v != "success"] == ["wait_for_scan"]  # nothing to wait for
+
+
+@pytest.mark.integration
+def test_findings_extraction_fills_the_warehouse_once(stack: dict[str, Any]) -> None:
+    emu, runner = stack["emulator"], stack["runner"]
+    seq = last_seq(emu)
+    result, output = runner.run("findings_extraction")
+    assert result["state"] == "success", result
+    assert result["tis"] == {"extract_findings": "success", "publish_findings": "success",
+                             "summarize_findings": "success"}
+    assert result["asset_events"] == ["findings://warehouse/findings"]
+    counts = emu.stats()["counts"]["findings"]
+    warehouse = warehouse_of(stack)
+    assert warehouse.count_findings("sast") == counts["sast"]
+    assert warehouse.count_findings("sca") == counts["sca"]
+    assert warehouse.count_findings("secrets") == 0  # not in the default issue_types
+    assert all(r["query"]["page_size"] == ["3000"] for r in log_since(emu, seq, "findings"))
+    assert warehouse.get_state("findings_extraction.watermark.sast") is not None
+    report = stack["work"] / "reports" / "findings_summary.html"
+    assert report.exists()
+    assert "Open findings" in report.read_text()
+    assert "Open findings by severity and issue type" in output
+
+    seq = last_seq(emu)
+    again, _ = runner.run("findings_extraction", {"issue_types": ["sast", "sca", "secrets"]})
+    assert again["asset_events"] == ["findings://warehouse/findings"]  # the secrets are new
+    assert warehouse.count_findings("secrets") == counts["secrets"]
+    assert all("since" in r["query"] for r in log_since(emu, seq, "findings"))
+    third, _ = runner.run("findings_extraction")
+    assert third["state"] == "success"
+    assert third["asset_events"] == []  # nothing new: the next stage is not started
+    total = scalar(warehouse, "SELECT count(*) FROM findings")
+    assert total == scalar(warehouse, "SELECT count(*) FROM (SELECT DISTINCT issue_type, id FROM findings)")
+    assert total == sum(counts.values())
+
+
+@pytest.mark.integration
+def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
+    emu, runner = stack["emulator"], stack["runner"]
+    client = api_client(emu)
+    expected = {f.id for f in client.iter_findings("sast", status="open", autotriage_verdict="false_positive",
+                                                   page_size=3000)}
+    assert expected
+
+    seq = last_seq(emu)
+    dry, _ = runner.run("autotriage_triage", {"dry_run": True})
+    assert dry["state"] == "success"
+    assert dry["tis"]["approve_triage"] == "skipped"
+    assert dry["asset_events"] == []  # a dry run does not start ticket creation
+    assert log_since(emu, seq, "triage") == []
+    warehouse = warehouse_of(stack)
+    assert scalar(warehouse, "SELECT count(*) FROM triage_actions WHERE dry_run = 1 AND status = 'planned'") >= 1
+
+    seq = last_seq(emu)
+    result, _ = runner.run("autotriage_triage", {"approval_threshold": 0}, mark_success="approve_triage")
+    assert result["state"] == "success", result
+    assert result["tis"]["check_approval"] == "success"
+    assert result["tis"]["approve_triage"] == "success"
+    assert result["tis"]["bulk_triage"] == "success"
+    assert result["asset_events"] == ["findings://warehouse/triage_actions"]
+    sent = log_since(emu, seq, "triage")
+    assert sorted(i for r in sent for i in r["body"]["issue_ids"]) == sorted(expected)
+    assert all(r["body"]["new_triage_state"] == "ignored" and r["body"]["new_triage_reason"] == "false_positive"
+               for r in sent)
+    assert all("autotriage_triage run manual__" in r["body"]["new_note"] for r in sent)
+    after = {f.id: f for f in client.iter_findings("sast", page_size=3000)}
+    assert all(after[i].status == "ignored" for i in expected)
+    assert warehouse.count_findings("sast", status="open", autotriage_verdict="false_positive") == 0
+
+    seq = last_seq(emu)
+    nothing, _ = runner.run("autotriage_triage", {"approval_threshold": 0})
+    assert nothing["tis"]["approve_triage"] == "skipped"  # an empty selection needs no approval
+    assert nothing["asset_events"] == ["findings://warehouse/triage_actions"]  # tickets follow every triage run
+    assert log_since(emu, seq, "triage") == []
+
+
+@pytest.mark.integration
+def test_ticket_creation_tickets_each_finding_once(stack: dict[str, Any]) -> None:
+    emu, runner = stack["emulator"], stack["runner"]
+    client = api_client(emu)
+    seq = last_seq(emu)
+    dry, _ = runner.run("ticket_creation", {"dry_run": True})
+    assert dry["state"] == "success"
+    assert dry["asset_events"] == []
+    assert log_since(emu, seq, "tickets") == []
+
+    result, _ = runner.run("ticket_creation", {"tracker_project_id": "4242"})
+    assert result["state"] == "success"
+    assert result["asset_events"] == ["findings://warehouse/ticket_actions"]
+    posts = log_since(emu, seq, "tickets")
+    assert posts
+    assert all(p["body"]["tracker_project_id"] == "4242" and p["body"]["group_issues"] is True for p in posts)
+    sent = [int(i) for p in posts for i in p["body"]["issue_ids"]]
+    assert len(sent) == len(set(sent))
+    sast = {f.id: f for f in client.iter_findings("sast", page_size=3000)}
+    wanted = {i for i, f in sast.items() if f.status == "open" and f.autotriage_verdict == "true_positive"
+              and f.severity in ("high", "critical") and (f.external_ticket is None or i in sent)}
+    assert {i for p in posts if p["body"]["issue_type"] == "sast" for i in map(int, p["body"]["issue_ids"])} == wanted
+    assert all(sast[i].external_ticket is not None for i in wanted)
+    warehouse = warehouse_of(stack)
+    assert scalar(warehouse, "SELECT count(*) FROM ticket_actions WHERE outcome = 'succeeded'") == len(sent)
+
+    seq = last_seq(emu)
+    again, _ = runner.run("ticket_creation")
+    assert again["state"] == "success"
+    assert again["asset_events"] == []
+    assert log_since(emu, seq, "tickets") == []

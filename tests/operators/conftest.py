@@ -1,0 +1,62 @@
+"""Fixtures of the operator tests: an emulator and a warehouse reached through ``AIRFLOW_CONN_*`` connections."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from findings_emulator.testing import EmulatorProcess
+from findings_provider.warehouse import Warehouse, make_engine
+
+
+class FakeTaskInstance:
+    """Just enough of a task instance for ``execute``: records XCom pushes."""
+
+    def __init__(self, run_id: str = "manual__1") -> None:
+        self.xcom: dict[str, Any] = {}
+        self.task_id = "task"
+        self.dag_id = "test_dag"
+        self.run_id = run_id
+        self.map_index = -1
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def make_context(run_id: str = "manual__1") -> dict[str, Any]:
+    ti = FakeTaskInstance(run_id)
+    return {"ti": ti, "task_instance": ti, "run_id": run_id}
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorProcess]:
+    with EmulatorProcess(findings=400) as emu, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps({
+            "conn_type": "findings_api", "host": emu.base_url, "password": emu.token,
+            "extra": {"deployment_slug": emu.deployment_slug, "deployment_id": emu.deployment_id}}))
+        yield emu
+
+
+@pytest.fixture
+def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
+    emulator.reset()
+    return emulator
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
+    """A warehouse file named by the default warehouse connection."""
+    path = tmp_path / "wh.db"
+    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{path}")
+    monkeypatch.setenv("FINDINGS_REPORT_DIR", str(tmp_path / "reports"))
+    warehouse = Warehouse(make_engine(f"sqlite:///{path}"))
+    warehouse.create_all()
+    return warehouse
+
+
+@pytest.fixture
+def context() -> dict[str, Any]:
+    return make_context()

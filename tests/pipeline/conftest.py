@@ -1,0 +1,54 @@
+"""Fixtures of the pipeline tests: a real SQLite warehouse, a fake API behind ``httpx.MockTransport``, and a
+real emulator subprocess for the integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from findings_emulator.testing import EmulatorProcess
+from findings_provider.client import FindingsClient, RetryPolicy
+from findings_provider.warehouse import Warehouse
+
+from .fakes import FakeApi, make_warehouse
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Warehouse:
+    """An empty warehouse in a temporary SQLite file."""
+    return make_warehouse(tmp_path / "warehouse.db")
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    return FakeApi()
+
+
+# --- a real emulator (integration tests) --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorProcess]:
+    """An emulator subprocess with 600 findings (module-scoped; tests that change data reset it)."""
+    with EmulatorProcess(findings=600) as emu:
+        yield emu
+
+
+@pytest.fixture
+def fresh_emulator(emulator: EmulatorProcess) -> EmulatorProcess:
+    """The module's emulator with regenerated data, an empty request log and no faults."""
+    emulator.reset()
+    return emulator
+
+
+@pytest.fixture
+def emulator_client(fresh_emulator: EmulatorProcess) -> Iterator[FindingsClient]:
+    with FindingsClient(
+        fresh_emulator.base_url,
+        fresh_emulator.token,
+        deployment_id=fresh_emulator.deployment_id,
+        deployment_slug=fresh_emulator.deployment_slug,
+        retry_policy=RetryPolicy(max_retries=1, backoff_base=0.05),
+    ) as client:
+        yield client
