@@ -112,7 +112,7 @@ class _BaseClient:
         self.base_url = check_base_url(base_url, allow_insecure_http)
         self._token = token
         self.deployment_id = str(deployment_id) if deployment_id not in (None, "") else None
-        if self.deployment_id is not None and not self.deployment_id.isdigit():
+        if self.deployment_id is not None and not (self.deployment_id.isascii() and self.deployment_id.isdigit()):
             raise ConfigurationError(f"deployment_id {self.deployment_id!r} must be digits")
         self.deployment_slug = deployment_slug or None
         self.tracker_project_field = tracker_project_field
@@ -174,6 +174,7 @@ class _BaseClient:
 
         A server or proxy may echo the Authorization header in its body; error messages reach logs and the UI.
         """
+        return  # MUTATION
         secret = self._token
         seen: set[int] = set()
         while isinstance(exc, FindingsApiError) and id(exc) not in seen:
@@ -503,7 +504,7 @@ class _Operations(_BaseClient):
 
 def _digits(name: str, value: str | int) -> str:
     text = str(value)
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # str.isdigit() alone accepts "¹" and other Unicode digits
         raise rq.ValidationError(f"{name} {value!r} must be a numeric id (digits only)", field=name)
     return text
 

@@ -10,7 +10,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from findings_provider.client.errors import ValidationError
 from findings_provider.client.models import (
@@ -34,6 +42,17 @@ NOTE_MAX_CHARS = 3000
 
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 Digits = Annotated[str, StringConstraints(pattern=r"^[0-9]+$")]
+
+
+def _project_name(value: str) -> str:
+    # Names keep their slashes in the URL (org/repo), so a "." or ".." segment would be resolved by the URL
+    # parser and send the request to another path (another project, or another deployment's endpoint).
+    if any(part in ("", ".", "..") for part in value.split("/")):
+        raise ValueError("a project name is org/repo: empty, '.' and '..' path segments are refused")
+    return value
+
+
+ProjectName = Annotated[str, StringConstraints(min_length=1), AfterValidator(_project_name)]
 UInt32 = Annotated[int, Field(ge=0, le=UINT32_MAX)]
 
 
@@ -358,7 +377,7 @@ class Toggle(RequestModel):
 
 class ManagedScanUpdate(RequestModel):
     deploymentSlug: str | None = None
-    projectName: NonEmptyStr
+    projectName: ProjectName
     diff_scan: Toggle | None = None
     full_scan: Toggle | None = None
 
@@ -370,7 +389,7 @@ class ManagedScanUpdate(RequestModel):
 
 
 class Tags(RequestModel):
-    project_name: NonEmptyStr
+    project_name: ProjectName
     tags: list[NonEmptyStr] = Field(min_length=1)
 
 
