@@ -1,4 +1,9 @@
-"""Bring warehouse findings up to date after a write to the API, columns and raw JSON alike."""
+"""Bring warehouse findings up to date after a write to the API.
+
+The finding's raw JSON is patched with what the API changed, and the row is rebuilt from it by the warehouse's
+own row builder (``finding_row_from_dict``), so the columns and ``raw`` can never disagree and the column mapping
+exists once.
+"""
 
 from __future__ import annotations
 
@@ -6,56 +11,33 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select
 
 from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.rows import finding_row_from_dict
 from findings_provider.warehouse.schema import findings
-from findings_provider.warehouse.timestamps import utc_now_text
 
 BATCH = 500
 
 
-def patch_findings(
-    warehouse: Warehouse,
-    issue_type: str,
-    ids: Iterable[int],
-    *,
-    columns: Mapping[str, Any],
-    raw_fields: Mapping[str, Any],
-) -> int:
-    """Set ``columns`` and the same facts in ``raw`` (top-level ``raw_fields``) of the given findings.
+def patch_findings(warehouse: Warehouse, issue_type: str, ids: Iterable[int], raw_fields: Mapping[str, Any]) -> int:
+    """Set the top-level ``raw_fields`` in the given findings' JSON and rewrite their rows.
 
-    Findings not in the warehouse are ignored (they arrive with the next extraction). Batches of ``BATCH``
-    ids, one transaction each; returns how many rows were updated.
+    Findings not in the warehouse are ignored (they arrive with the next extraction). Batches of ``BATCH`` ids, one
+    transaction each; returns how many rows were rewritten.
     """
-    todo = sorted(set(int(i) for i in ids))
+    todo = sorted({int(i) for i in ids})
     updated = 0
-    stmt = (
-        update(findings)
-        .where(findings.c.issue_type == bindparam("b_type"), findings.c.id == bindparam("b_id"))
-        .values(raw=bindparam("b_raw"), synced_at=bindparam("b_synced"), **{k: bindparam(f"b_{k}") for k in columns})
-    )
     for start in range(0, len(todo), BATCH):
         chunk = todo[start : start + BATCH]
-        with warehouse.engine.begin() as conn:
-            rows = conn.execute(
-                select(findings.c.id, findings.c.raw).where(
-                    findings.c.issue_type == issue_type, findings.c.id.in_(chunk)
-                )
-            ).all()
-            if not rows:
-                continue
-            now = utc_now_text()
-            params = []
-            for finding_id, raw in rows:
+        with warehouse.engine.connect() as conn:
+            raws = conn.execute(
+                select(findings.c.raw).where(findings.c.issue_type == issue_type, findings.c.id.in_(chunk))
+            ).scalars()
+            rows = []
+            for raw in raws:
                 data = orjson.loads(raw)
                 if isinstance(data, dict):
-                    data.update(raw_fields)
-                    raw = orjson.dumps(data).decode()
-                params.append(
-                    {"b_type": issue_type, "b_id": finding_id, "b_raw": raw, "b_synced": now,
-                     **{f"b_{k}": v for k, v in columns.items()}}
-                )
-            conn.execute(stmt, params)
-            updated += len(params)
+                    rows.append(finding_row_from_dict(issue_type, {**data, **raw_fields}))
+        updated += warehouse.upsert_findings(rows)
     return updated

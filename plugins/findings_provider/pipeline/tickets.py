@@ -169,13 +169,7 @@ def ticket_of(finding: Any) -> dict[str, Any] | None:
 
 
 def _mark_ticketed(warehouse: Warehouse, issue_type: str, ids: Sequence[int], ticket: dict[str, Any]) -> None:
-    patch_findings(
-        warehouse,
-        issue_type,
-        ids,
-        columns={"external_ticket_id": int(ticket["id"])},
-        raw_fields={"external_ticket": ticket},
-    )
+    patch_findings(warehouse, issue_type, ids, {"external_ticket": ticket})
 
 
 def create_tickets(

@@ -204,13 +204,7 @@ def refresh_triaged(warehouse: Warehouse, request: TriageRequest, triaged_ids: I
                                   "triaged_at": now}
     if request.new_note is not None:
         raw_fields["triage_comment"] = request.new_note
-    return patch_findings(
-        warehouse,
-        str(request.issue_type),
-        triaged_ids,
-        columns={"status": status, "triage_state": state, "triage_reason": reason},
-        raw_fields=raw_fields,
-    )
+    return patch_findings(warehouse, str(request.issue_type), triaged_ids, raw_fields)
 
 
 def approval_text(plans: Sequence[PolicyPlan], *, threshold: int | None, dry_run: bool) -> tuple[str, str]:
