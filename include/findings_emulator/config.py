@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from .faults import FaultSpec
+from .rows import MAX_FINDINGS_PER_TYPE
 
 # Settings that ``POST /_emulator/reset`` may override; the others (host, port, tokens, deployment, db) are
 # fixed for the life of the process.
@@ -43,8 +46,20 @@ class EmulatorConfig:
     scan_duration: float = 30.0
     flat_findings: bool = False
     retired_policies: bool = False
-    faults: tuple[dict[str, Any], ...] = field(default=())
+    faults: tuple[FaultSpec, ...] = ()
     log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if not self.deployment_id.isdigit():
+            raise ValueError(f"deployment_id: must be digits, got {self.deployment_id!r}")
+        for name in ("findings", "repositories", "scans", "rules", "dependencies", "secrets"):
+            value = getattr(self, name)
+            if not 0 <= value <= MAX_FINDINGS_PER_TYPE:
+                raise ValueError(f"{name}: must be between 0 and {MAX_FINDINGS_PER_TYPE}, got {value}")
+        if self.repositories < 1 or self.rules < 1:
+            raise ValueError("repositories and rules: at least 1 each")
+        if self.scan_duration < 0:
+            raise ValueError(f"scan_duration: must not be negative, got {self.scan_duration}")
 
     @property
     def deployment_name(self) -> str:
@@ -54,7 +69,8 @@ class EmulatorConfig:
     def with_overrides(self, overrides: dict[str, Any]) -> EmulatorConfig:
         """Return a copy with the resettable settings in ``overrides`` replaced.
 
-        Raises ``ValueError`` naming the first key that cannot be overridden or has a wrong type.
+        Raises ``ValueError`` (its message starts with the setting's name) for a key that cannot be overridden
+        or a value of the wrong type or out of range.
         """
         changes: dict[str, Any] = {}
         for key, value in overrides.items():
@@ -65,7 +81,5 @@ class EmulatorConfig:
                 value = float(value)
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise ValueError(f"{key}: expected {expected.__name__}, got {value!r}")
-            if expected in (int, float) and value < 0:
-                raise ValueError(f"{key}: must not be negative, got {value!r}")
             changes[key] = value
         return dataclasses.replace(self, **changes)

@@ -12,6 +12,16 @@ MILLIS_Z = 1
 MICROS_Z = 2
 
 
+def to_millis(epoch: float) -> float:
+    """``epoch`` rounded to whole milliseconds, so that every format renders it exactly."""
+    return round(epoch * 1000) / 1000
+
+
+def to_micros(epoch: float) -> float:
+    """``epoch`` rounded to whole microseconds, so that a rendered and re-parsed value compares equal."""
+    return round(epoch * 1_000_000) / 1_000_000
+
+
 def render(epoch: float, style: int) -> str:
     """Render epoch seconds as a UTC timestamp string in one of the three styles."""
     moment = datetime.fromtimestamp(epoch, timezone.utc)

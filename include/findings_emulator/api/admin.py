@@ -1,0 +1,161 @@
+"""Admin routes under ``/_emulator`` (loopback clients only, enforced by the gateway; no token needed)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import orjson
+from fastapi import APIRouter, Body, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func, insert, select
+
+from .. import schema, timefmt
+from ..errors import ApiError, invalid
+from ..faults import FaultSpec
+from ..generator.world import SCAN_ID_BASE
+from ..responses import OrjsonResponse
+from ..scans import FINISHED, advance, render_summary
+from ..state import Emulator
+from .deps import get_emulator
+
+router = APIRouter(prefix="/_emulator", include_in_schema=False)
+
+
+class ScanCreate(BaseModel):
+    """A scan to add, e.g. a running one that finishes after ``finish_after`` seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repository_id: int | None = None
+    branch: str | None = None
+    status: str = "SCAN_STATUS_RUNNING"
+    finish_after: float | None = Field(None, ge=0)
+    final_status: Literal["SCAN_STATUS_COMPLETED", "SCAN_STATUS_ERROR"] = "SCAN_STATUS_COMPLETED"
+    exit_code: int | None = None
+    started_ago: float = Field(0.0, ge=0, description="seconds between the scan's start and now")
+    is_full_scan: bool = True
+    products: list[str] = Field(default_factory=lambda: ["PRODUCT_SAST", "PRODUCT_SCA"])
+
+
+@router.get("/health")
+def health(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Ready: the data is generated and the API answers."""
+    config = emulator.config
+    return OrjsonResponse({"ok": True, "deployment_id": config.deployment_id,
+                           "deployment_slug": config.deployment_slug})
+
+
+@router.get("/requests")
+def list_requests(since: int | None = Query(None, ge=0),
+                  emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """API requests received after sequence number ``since`` (all when absent)."""
+    return OrjsonResponse({"requests": emulator.requests.since(since)})
+
+
+@router.delete("/requests")
+def clear_requests(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Forget the logged requests."""
+    emulator.requests.clear()
+    return OrjsonResponse({"ok": True})
+
+
+@router.post("/reset")
+def reset(overrides: dict[str, Any] | None = Body(None),
+          emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Regenerate the data (optionally with other seed, volumes or switches); clears the log and faults."""
+    try:
+        timings = emulator.reset(overrides or {})
+    except ValueError as exc:
+        field = str(exc).split(":", 1)[0]
+        raise ApiError(400, str(exc), field) from exc
+    return OrjsonResponse({"ok": True, "load": timings})
+
+
+@router.post("/faults")
+def add_fault(spec: FaultSpec, emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Add a fault rule (see the README for the fields); returns its id."""
+    return OrjsonResponse({"id": emulator.faults.add(spec)})
+
+
+@router.get("/faults")
+def list_faults(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """The fault rules and what is left of them."""
+    return OrjsonResponse({"faults": emulator.faults.describe()})
+
+
+@router.delete("/faults")
+def clear_faults(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Remove every fault rule."""
+    emulator.faults.clear()
+    return OrjsonResponse({"ok": True})
+
+
+@router.post("/scans")
+def create_scan(spec: ScanCreate = Body(default_factory=ScanCreate),
+                emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Add a scan in any status (unknown ones included); a running or pending one with ``finish_after`` moves
+    to ``final_status`` when that time has passed."""
+    now = time.time()
+    started = timefmt.to_micros(now - spec.started_ago)
+    finished = spec.status in FINISHED
+    outcome = spec.status if finished else spec.final_status
+    exit_code = spec.exit_code if spec.exit_code is not None else 0 if outcome == "SCAN_STATUS_COMPLETED" else 2
+    repos = schema.repositories.c
+    with emulator.transaction() as connection:
+        query = select(repos.id, repos.name, repos.url, repos.primary_branch).order_by(repos.id)
+        if spec.repository_id is not None:
+            query = query.where(repos.id == spec.repository_id)
+        repo = connection.execute(query).first()
+        if repo is None:
+            raise invalid("repository_id", f"no repository with id {spec.repository_id}")
+        scan_id = connection.execute(
+            select(func.coalesce(func.max(schema.scans.c.id) + 1, SCAN_ID_BASE))).scalar_one()
+        branch = spec.branch or repo.primary_branch
+        commit = f"{scan_id:040x}"
+        meta = {"branch": branch, "commit": commit, "config": "semgrep ci", "repo_url": repo.url,
+                "ci_job_url": f"{repo.url}/actions/runs/{scan_id}", "repository": repo.name,
+                "commit_title": {"value": "Scan added through the emulator's admin route"},
+                "pull_request_id": None, "pull_request_title": None, "commit_author_name": "Emulator",
+                "commit_author_image_url": None, "commit_author_email": "emulator@acme.example",
+                "commit_author_username": "emulator", "pull_request_author_username": None,
+                "pull_request_author_image_url": None}
+        connection.execute(insert(schema.scans).values(
+            id=scan_id, repository_id=repo.id, branch=branch, commit=commit, started_at=started,
+            completed_at=now if finished else None, status=spec.status,
+            exit_code=exit_code if finished else None, is_full_scan=spec.is_full_scan,
+            products="|" + "|".join(spec.products) + "|", code_count=0, sca_count=0, secrets_count=0,
+            total_time=spec.started_ago if finished else None, has_logs=True, finish_after=spec.finish_after,
+            final_status=spec.final_status, final_exit_code=exit_code,
+            meta=orjson.dumps(meta).decode()))
+        advance(connection, now)
+        row = connection.execute(select(schema.scans).where(schema.scans.c.id == scan_id)).one()
+    return OrjsonResponse(render_summary(row, emulator.config.deployment_id))
+
+
+@router.get("/tickets")
+def list_tickets(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Every ticket created through the API since the last reset (generated ones are not listed)."""
+    with emulator.transaction() as connection:
+        rows = connection.execute(select(schema.tickets).order_by(schema.tickets.c.id)).all()
+    return OrjsonResponse({"tickets": [
+        {"id": row.id, "external_slug": row.external_slug, "url": row.url, "issue_type": row.issue_type,
+         "repository": row.repository, "rule_name": row.rule_name, "issue_ids": orjson.loads(row.issue_ids),
+         "tracker_project_id": row.tracker_project_id, "created_at": row.created_at}
+        for row in rows
+    ]})
+
+
+@router.get("/stats")
+def stats(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Row counts per table (findings per issue type, scans per status) and the last load's timings."""
+    counts: dict[str, Any] = {}
+    with emulator.transaction() as connection:
+        advance(connection)
+        for table in (schema.repositories, schema.policies, schema.rules, schema.dependencies, schema.tickets):
+            counts[str(table.name)] = connection.execute(select(func.count()).select_from(table)).scalar_one()
+        t, s = schema.findings.c, schema.scans.c
+        for key, column in (("findings", t.issue_type), ("scans", s.status)):
+            counts[key] = {row[0]: row[1] for row in connection.execute(select(column, func.count()).group_by(column))}
+    return OrjsonResponse({"counts": counts, "load": emulator.load_timings,
+                           "requests_logged": len(emulator.requests.since())})

@@ -1,0 +1,189 @@
+"""The outermost ASGI layer: admin routes for loopback clients only, request log and fault injection.
+
+It wraps the FastAPI application directly under uvicorn, so it receives uvicorn's own ``send`` and can cut a
+connection the way a failing network or proxy would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+from starlette.routing import Match
+
+from . import timefmt
+from .faults import Fault, FaultBook
+from .requestlog import RequestLog
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether a client address is a loopback address (IPv4, IPv6 or IPv4-mapped IPv6)."""
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+async def _send_json(send: Send, status: int, content: Any, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    body = orjson.dumps(content)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+async def _abort(send: Send) -> None:
+    """Close the client connection without a (complete) response."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:
+        raise RuntimeError("cannot drop the connection: the server does not expose its transport")
+    transport.abort()
+    for _ in range(3):  # let the server notice the disconnect before the application returns
+        await asyncio.sleep(0)
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return None
+
+
+class Gateway:
+    """ASGI application wrapping ``app`` (the FastAPI application)."""
+
+    def __init__(self, app: Any, requests: RequestLog, faults: FaultBook) -> None:
+        self.app = app
+        self.requests = requests
+        self.faults = faults
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection scope."""
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(("/_emulator", "/api/")):
+            await self.app(scope, receive, send)
+        elif path.startswith("/_emulator"):
+            client = scope.get("client")
+            if is_loopback(client[0] if client else None):
+                await self.app(scope, receive, send)
+            else:
+                await _send_json(send, 403, {"error": "admin routes answer loopback clients only",
+                                             "field": None})
+        else:
+            await self._api(scope, receive, send)
+
+    def operation(self, scope: Scope) -> str | None:
+        """The operation name (the route's name) a request is for, if any route matches it fully."""
+        for route in self.app.router.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return str(route.name)
+        return None
+
+    async def _api(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        operation = self.operation(scope)
+        method = scope["method"]
+        fault = self.faults.next_fault(operation, method) if operation else None
+        entry: dict[str, Any] = {
+            "time": timefmt.iso_z(time.time()), "method": method, "path": scope["path"],
+            "operation": operation,
+            "query": parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True),
+            "body": _parse_json(body), "status": None, "fault": fault.kind if fault else None,
+        }
+        try:
+            entry["status"] = await self._serve(scope, replay, send, fault)
+        finally:
+            self.requests.record(entry)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, fault: Fault | None) -> int | None:
+        """Answer the request, applying ``fault``; returns the status the client saw (None: no response)."""
+        if fault is None:
+            return await self._pass(scope, receive, send)
+        if fault.status is not None:
+            headers = []
+            if fault.status == 429 and fault.retry_after is not None:
+                headers.append((b"retry-after", f"{fault.retry_after:g}".encode()))
+            body: dict[str, Any] = {"error": f"injected fault: HTTP {fault.status}", "field": None}
+            if fault.echo:  # a misbehaving server or proxy that echoes the request, token included
+                body["request_headers"] = {k.decode("latin-1"): v.decode("latin-1")
+                                           for k, v in scope.get("headers", [])}
+            await _send_json(send, fault.status, body, headers)
+            return fault.status
+        if fault.kind == "latency":
+            await asyncio.sleep(fault.latency)
+            return await self._pass(scope, receive, send)
+        if fault.kind == "drop":
+            await _abort(send)
+            return None
+        start, body = await self._capture(scope, receive)
+        if fault.kind == "drop_after":
+            await _abort(send)
+            return None
+        cut = body[: len(body) // 2]  # truncate: half the JSON, with a Content-Length that matches it
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        await send({**start, "headers": [*headers, (b"content-length", str(len(cut)).encode())]})
+        await send({"type": "http.response.body", "body": cut})
+        return int(start["status"])
+
+    async def _pass(self, scope: Scope, receive: Receive, send: Send) -> int | None:
+        """Let the application answer; returns its status."""
+        status: list[int] = []
+
+        async def observed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, observed)
+        return status[0] if status else None
+
+    async def _capture(self, scope: Scope, receive: Receive) -> tuple[Message, bytes]:
+        """Run the application to the end, keeping its response instead of sending it."""
+        start: Message = {}
+        chunks: list[bytes] = []
+
+        async def keep(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, keep)
+        return start, b"".join(chunks)

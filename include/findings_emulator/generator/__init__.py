@@ -1,0 +1,1 @@
+"""Deterministic generation of the emulated deployment: small entities (``world``) and findings (``findings``)."""

@@ -1,0 +1,175 @@
+"""Request bodies of the API, validated by pydantic (failures become 400s naming the field)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, StringConstraints
+
+from .selection import (
+    Confidence,
+    Exposure,
+    IssueType,
+    PolicyBoard,
+    PolicyModeName,
+    Severity,
+    Status,
+    Transitivity,
+    TriageReason,
+    ValidationState,
+    Verdict,
+    Visibility,
+)
+
+Digits = Annotated[StrictStr, StringConstraints(pattern=r"^[0-9]+$")]
+#: Integers the store can hold (SQLite: signed 64 bits); a larger value names nothing and is refused as invalid.
+SqlInt = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+UInt32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
+#: A numeric id carried as a string, within what the store can hold.
+IdDigits = Annotated[StrictStr, StringConstraints(pattern=r"^[0-9]{1,18}$")]
+Product = Literal["PRODUCT_UNSPECIFIED", "PRODUCT_SAST", "PRODUCT_SCA", "PRODUCT_SECRETS", "PRODUCT_AI_SAST"]
+ScanStatusFilter = Literal["SCAN_STATUS_RUNNING", "SCAN_STATUS_COMPLETED", "SCAN_STATUS_ERROR",
+                           "SCAN_STATUS_NEVER_FINISHED", "SCAN_STATUS_PENDING", "SCAN_STATUS_CANCELLED"]
+PolicyMode = Literal["MODE_MONITOR", "MODE_COMMENT", "MODE_BLOCK", "MODE_DISABLED"]
+NewTriageState = Literal["ignored", "reviewing", "fixing", "reopened"]
+
+
+class Body(BaseModel):
+    """Base of request bodies: unknown fields are ignored, as the real service does."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class PackageFilter(Body):
+    """Package match of a dependency filter."""
+
+    exactNameMatch: bool | None = None
+    exactVersion: str | None = None
+    name: str | None = None
+    versionLowerBound: str | None = None
+    versionUpperBound: str | None = None
+
+
+class DependencyFilter(Body):
+    """Dependency filter (reference 2.3)."""
+
+    license: list[str] | None = None
+    lockfilePath: str | None = None
+    name: str | None = None
+    packageFilters: list[PackageFilter] | None = None
+    repositoryId: list[SqlInt] | None = None
+    version: str | None = None
+
+
+class DependenciesBody(Body):
+    """List dependencies (4.1)."""
+
+    cursor: Digits | None = None
+    dependencyFilter: DependencyFilter | None = None
+    deploymentId: str | None = None
+    pageSize: int = Field(1000, ge=1, le=10000)
+
+
+class RepositoriesBody(Body):
+    """List repositories with dependencies (4.2); ``page_size`` is accepted for ``pageSize``."""
+
+    cursor: UInt32 | None = None
+    dependencyFilter: DependencyFilter | None = None
+    deploymentId: str | None = None
+    pageSize: int = Field(5, ge=1, le=100, validation_alias=AliasChoices("pageSize", "page_size"))
+
+
+class TotalTimeRange(Body):
+    """A range of scan durations."""
+
+    min: float | None = None
+    max: float | None = None
+
+
+class ScanSearchBody(Body):
+    """List scans (4.3)."""
+
+    branch: str | None = None
+    cursor: str | None = None
+    deploymentId: str | None = None
+    is_full_scan: bool | None = None
+    limit: int = Field(100, ge=1, le=500)
+    products: list[Product] | None = None
+    repository_id: SqlInt | None = None
+    since: str | None = None
+    statuses: list[ScanStatusFilter] | ScanStatusFilter | None = None
+    total_time: TotalTimeRange | None = None
+
+
+class PolicyUpdateBody(Body):
+    """Update policy (4.6)."""
+
+    deploymentId: str | None = None
+    policyId: str | None = None
+    policyMode: PolicyMode
+    rulePath: str = Field(min_length=1)
+
+
+class SelectionBody(Body):
+    """Selection fields shared by ticket creation and bulk triage (4.11)."""
+
+    issue_type: IssueType
+    autotriage_verdict: Verdict | None = None
+    categories: list[str] | None = None
+    component_tags: list[str] | None = None
+    confidence: Confidence | None = None
+    dependencies: list[str] | None = None
+    deploymentSlug: str | None = None
+    epss_probability: list[str] | None = None
+    exposures: list[Exposure] | None = None
+    include_historical: bool | None = None
+    policies: list[PolicyBoard] | None = None
+    policy_mode: list[PolicyModeName] | None = None
+    pro_only: bool | None = None
+    project_tags: list[str] | None = None
+    ref: str | None = None
+    repos: list[str] | None = None
+    repository_visibility: list[Visibility] | None = None
+    rules: list[str] | None = None
+    ruleset: list[str] | None = None
+    secret_types: list[str] | None = None
+    severities: list[Severity] | None = None
+    since: StrictStr | float | None = None
+    status: Status | None = None
+    transitivities: list[Transitivity] | None = None
+    triage_reasons: list[TriageReason] | None = None
+    validation_state: list[ValidationState] | None = None
+
+
+class TriageBody(SelectionBody):
+    """Bulk triage (4.10)."""
+
+    issue_ids: list[Annotated[StrictInt, Field(ge=0, le=2**32 - 1)]] | None = None
+    limit: int = Field(3000, ge=1, le=3000)
+    new_note: str | None = Field(None, max_length=3000)
+    new_triage_reason: TriageReason | None = None
+    new_triage_state: NewTriageState | None = None
+
+
+class TicketBody(SelectionBody):
+    """Create tickets (4.7)."""
+
+    issue_ids: list[IdDigits] | None = None
+    group_issues: bool = True
+    tracker_project_id: Digits | None = None
+    limit: int = Field(20, ge=1, le=20)
+
+
+class Toggle(Body):
+    """An on/off setting."""
+
+    enabled: StrictBool
+
+
+class ManagedScanBody(Body):
+    """Toggle managed scans (4.9)."""
+
+    deploymentSlug: str | None = None
+    projectName: str | None = None
+    diff_scan: Toggle | None = None
+    full_scan: Toggle | None = None

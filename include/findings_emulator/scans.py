@@ -1,0 +1,76 @@
+"""Scan life cycle: running scans finish (or fail) after their duration, or are never finished after an hour."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, and_, update
+
+from . import schema, timefmt
+
+NEVER_FINISHED_AFTER = 3600.0
+RUNNING = "SCAN_STATUS_RUNNING"
+NOT_STARTED_OR_RUNNING = ("SCAN_STATUS_RUNNING", "SCAN_STATUS_PENDING")
+FINISHED = ("SCAN_STATUS_COMPLETED", "SCAN_STATUS_ERROR", "SCAN_STATUS_CANCELLED")
+
+
+def advance(connection: Connection, now: float | None = None) -> None:
+    """Move scans on to where time has taken them."""
+    now = time.time() if now is None else now
+    s = schema.scans.c
+    connection.execute(
+        update(schema.scans)
+        .where(s.status.in_(NOT_STARTED_OR_RUNNING), s.finish_after.is_not(None),
+               s.finish_after <= NEVER_FINISHED_AFTER, s.started_at + s.finish_after <= now)
+        .values(status=s.final_status, exit_code=s.final_exit_code, completed_at=s.started_at + s.finish_after,
+                total_time=s.finish_after)
+    )
+    connection.execute(
+        update(schema.scans)
+        .where(and_(s.status == RUNNING, s.completed_at.is_(None), s.started_at < now - NEVER_FINISHED_AFTER))
+        .values(status="SCAN_STATUS_NEVER_FINISHED")
+    )
+
+
+def _products(row: Any) -> list[str]:
+    return row.products.strip("|").split("|")
+
+
+def _counts(row: Any) -> dict[str, int]:
+    return {"code": row.code_count, "secrets": row.secrets_count, "supply_chain": row.sca_count,
+            "total": row.code_count + row.secrets_count + row.sca_count}
+
+
+def render_summary(row: Any, deployment_id: str) -> dict[str, Any]:
+    """A scan as listed by scan search (reference 2.5); unset times and exit codes are left out."""
+    body: dict[str, Any] = {
+        "id": str(row.id), "deployment_id": deployment_id, "repository_id": str(row.repository_id),
+        "branch": row.branch, "commit": row.commit, "started_at": timefmt.iso_z(row.started_at),
+        "status": row.status, "is_full_scan": bool(row.is_full_scan), "enabled_products": _products(row),
+        "findings_counts": _counts(row),
+    }
+    if row.completed_at is not None:
+        body["completed_at"] = timefmt.iso_z(row.completed_at)
+    if row.exit_code is not None:
+        body["exit_code"] = row.exit_code
+    if row.total_time is not None:
+        body["total_time"] = row.total_time
+    return body
+
+
+def render_details(row: Any, deployment_id: str) -> dict[str, Any]:
+    """A scan as read alone (reference 2.6): no status, the client derives it."""
+    body: dict[str, Any] = {
+        "id": row.id, "deployment_id": int(deployment_id), "repository_id": row.repository_id,
+        "started_at": timefmt.iso_z(row.started_at), "enabled_products": _products(row),
+        "has_logs": bool(row.has_logs),
+        "stats": {"findings": _counts(row)["total"], "total_time": row.total_time or 0.0},
+        "meta": orjson.loads(row.meta),
+    }
+    if row.completed_at is not None:
+        body["completed_at"] = timefmt.iso_z(row.completed_at)
+    if row.exit_code is not None:
+        body["exit_code"] = row.exit_code
+    return body

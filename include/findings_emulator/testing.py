@@ -1,0 +1,168 @@
+"""Run the emulator as a subprocess for tests and benchmarks (needs only the standard library and httpx).
+
+Example::
+
+    with EmulatorProcess(findings=500) as emu, emu.client() as api:
+        api.get(f"/api/v1/deployments/{emu.deployment_slug}/findings").raise_for_status()
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+STARTUP_TIMEOUT = 60.0
+# The directory holding the findings_emulator package, so the subprocess imports this very copy.
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EmulatorProcess:
+    """A ``python -m findings_emulator`` subprocess in its own process group, with admin helpers."""
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        token: str = "test-token",  # noqa: S107 - a fixed token for tests, not a secret
+        seed: int = 42,
+        findings: int = 500,
+        extra_args: Sequence[str] = (),
+        log_path: str | Path | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT,
+    ) -> None:
+        self.port = port or free_port()
+        self.token = token
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.deployment_id = ""
+        self.deployment_slug = ""
+        self.startup_seconds = 0.0
+        self._own_log = log_path is None
+        if log_path is None:
+            handle, log_path = tempfile.mkstemp(prefix="emulator-", suffix=".log")
+            os.close(handle)
+        self.log_path = Path(log_path)
+        command = [sys.executable, "-m", "findings_emulator", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--token", token, "--seed", str(seed), "--findings", str(findings), *extra_args]
+        python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             env={**os.environ, "PYTHONPATH": python_path})
+        self._admin = httpx.Client(base_url=self.base_url, timeout=120.0)
+        try:
+            self._wait_healthy(startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+
+    @property
+    def pid(self) -> int:
+        """Process id of the emulator (also its process group id)."""
+        return self._process.pid
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"emulator exited with {self._process.returncode}:\n{self.log_tail()}")
+            try:
+                health = self._admin.get("/_emulator/health", timeout=2.0)
+                if health.status_code == 200:
+                    self.deployment_id = health.json()["deployment_id"]
+                    self.deployment_slug = health.json()["deployment_slug"]
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"emulator not healthy after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the emulator's output."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Terminate the emulator's process group (by its pid) and wait for it."""
+        self._admin.close()
+        if self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGTERM)
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> EmulatorProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An httpx client for the API with the token set (the caller closes it)."""
+        return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {self.token}"}, **kwargs)
+
+    def _admin_call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._admin.request(method, f"/_emulator/{path}", **kwargs)
+        response.raise_for_status()
+        return response.json()
+
+    def requests(self, since: int | None = None) -> list[dict[str, Any]]:
+        """Logged API requests after sequence number ``since``."""
+        params = {} if since is None else {"since": since}
+        return list(self._admin_call("GET", "requests", params=params)["requests"])
+
+    def clear_requests(self) -> None:
+        """Empty the request log."""
+        self._admin_call("DELETE", "requests")
+
+    def add_fault(self, **spec: Any) -> int:
+        """Add a fault rule (fields as the admin route); returns its id."""
+        return int(self._admin_call("POST", "faults", json=spec)["id"])
+
+    def clear_faults(self) -> None:
+        """Remove every fault rule."""
+        self._admin_call("DELETE", "faults")
+
+    def reset(self, **overrides: Any) -> dict[str, Any]:
+        """Regenerate the data (with overrides such as ``seed`` or ``findings``); clears log and faults."""
+        return dict(self._admin_call("POST", "reset", json=overrides))
+
+    def create_scan(self, **spec: Any) -> dict[str, Any]:
+        """Add a scan (fields as the admin route); returns it as scan search lists it."""
+        return dict(self._admin_call("POST", "scans", json=spec))
+
+    def tickets(self) -> list[dict[str, Any]]:
+        """Tickets created through the API since the last reset."""
+        return list(self._admin_call("GET", "tickets")["tickets"])
+
+    def stats(self) -> dict[str, Any]:
+        """Row counts and the last load's timings."""
+        return dict(self._admin_call("GET", "stats"))

@@ -1,0 +1,32 @@
+"""Fixtures of the emulator's contract tests: one emulator subprocess per test module, reached over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from findings_emulator.testing import EmulatorProcess
+
+from .emulator_helpers import FINDINGS, NO_WEB_API_TOKEN
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorProcess]:
+    """A running emulator with 3000 findings and a token lacking Web API access."""
+    with EmulatorProcess(findings=FINDINGS, extra_args=("--no-web-api-token", NO_WEB_API_TOKEN)) as emu:
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def api(emulator: EmulatorProcess) -> Iterator[httpx.Client]:
+    """An httpx client for the API, token set."""
+    with emulator.client(timeout=30.0) as client:
+        yield client
+
+
+@pytest.fixture
+def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
+    """The module's emulator with its data regenerated (for tests that change findings)."""
+    emulator.reset()
+    return emulator
