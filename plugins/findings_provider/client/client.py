@@ -174,7 +174,6 @@ class _BaseClient:
 
         A server or proxy may echo the Authorization header in its body; error messages reach logs and the UI.
         """
-        return  # MUTATION
         secret = self._token
         seen: set[int] = set()
         while isinstance(exc, FindingsApiError) and id(exc) not in seen:
