@@ -7,10 +7,11 @@ rows the API no longer serves are removed afterwards, so the tables mirror the (
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import Table, select
 
 from findings_provider.governance.common import model_json, prune_missing, read_frame
 from findings_provider.warehouse import dependency_repository_rows, dependency_rows
@@ -53,6 +54,28 @@ def dependency_filter(filters: DependencyFilters | dict[str, Any] | None) -> dic
     return body or None
 
 
+def _mirror(
+    warehouse: Warehouse, pages: Iterable[Any], table: Table, what: str, key: str, prune: bool
+) -> dict[str, int]:
+    """Upsert every page's items into ``table`` (one transaction per page), then drop rows the API no longer serves."""
+    build_rows, upsert = {
+        "dependencies": (dependency_rows, warehouse.upsert_dependencies),
+        "dependency_repositories": (dependency_repository_rows, warehouse.upsert_dependency_repositories),
+    }[table.name]
+    seen: set[Any] = set()
+    pages_read = written = 0
+    for page in pages:
+        rows = build_rows([model_json(item) for item in page.items])
+        written += upsert(rows)
+        seen.update(row[0] for row in rows)
+        pages_read += 1
+        log.info("pulled %d %s, page %d, %d total", len(rows), what, pages_read, len(seen))
+    removed = prune_missing(warehouse, table, seen) if prune else 0
+    if removed:
+        log.info("removed %d %s the API no longer serves", removed, what)
+    return {key: len(seen), "pages": pages_read, "written": written, "removed": removed}
+
+
 def extract_dependencies(
     client: FindingsClient,
     warehouse: Warehouse,
@@ -61,19 +84,9 @@ def extract_dependencies(
     dependency_filter: dict[str, Any] | None = None,
     prune: bool = True,
 ) -> dict[str, int]:
-    """Pull every dependency into ``dependencies``; return counts (pulled, pages, written, removed)."""
-    seen: set[str] = set()
-    pages = written = 0
-    for page in client.iter_dependency_pages(page_size=page_size, dependency_filter=dependency_filter):
-        rows = dependency_rows([model_json(d) for d in page.dependencies])
-        written += warehouse.upsert_dependencies(rows)
-        seen.update(row[0] for row in rows)
-        pages += 1
-        log.info("pulled %d dependencies, page %d, %d total", len(rows), pages, len(seen))
-    removed = prune_missing(warehouse, dependencies, seen) if prune else 0
-    if removed:
-        log.info("removed %d dependencies the API no longer serves", removed)
-    return {"dependencies": len(seen), "pages": pages, "written": written, "removed": removed}
+    """Pull every dependency into ``dependencies``; return counts (dependencies, pages, written, removed)."""
+    pages = client.iter_dependency_pages(page_size=page_size, dependency_filter=dependency_filter)
+    return _mirror(warehouse, pages, dependencies, "dependencies", "dependencies", prune)
 
 
 def extract_repositories(
@@ -85,18 +98,8 @@ def extract_repositories(
     prune: bool = True,
 ) -> dict[str, int]:
     """Pull every repository summary into ``dependency_repositories``; return counts."""
-    seen: set[int] = set()
-    pages = written = 0
-    for page in client.iter_repository_pages(page_size=page_size, dependency_filter=dependency_filter):
-        rows = dependency_repository_rows([model_json(r) for r in page.repositorySummaries])
-        written += warehouse.upsert_dependency_repositories(rows)
-        seen.update(row[0] for row in rows)
-        pages += 1
-        log.info("pulled %d repository summaries, page %d, %d total", len(rows), pages, len(seen))
-    removed = prune_missing(warehouse, dependency_repositories, seen) if prune else 0
-    if removed:
-        log.info("removed %d repository summaries the API no longer serves", removed)
-    return {"repositories": len(seen), "pages": pages, "written": written, "removed": removed}
+    pages = client.iter_repository_pages(page_size=page_size, dependency_filter=dependency_filter)
+    return _mirror(warehouse, pages, dependency_repositories, "repository summaries", "repositories", prune)
 
 
 # --- summary ------------------------------------------------------------------------------------------------
