@@ -28,12 +28,12 @@ outstanding), on its own schedule if configured, and on a manual trigger.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
-from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param, TriggerRule
+from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import FINDINGS, TRIAGE
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.triage import (
     ApprovalBranchOperator,
@@ -44,23 +44,14 @@ from findings_provider.operators.triage import (
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.autotriage_triage
-CONN = {"findings_conn_id": CONFIG.connections.api_conn_id, "warehouse_conn_id": CONFIG.connections.warehouse_conn_id}
+CONN = conn_ids(CONFIG)
 
 with DAG(
     dag_id="autotriage_triage",
     description="Bulk-triage findings by their autotriage verdict",
-    schedule=(
-        AssetOrTimeSchedule(timetable=CronTriggerTimetable(CFG.schedule, timezone="UTC"), assets=FINDINGS)
-        if CFG.schedule
-        else FINDINGS
-    ),
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(pool=CONFIG.pool.name),
     tags=["findings", "security", "triage"],
+    **dag_settings(CONFIG, schedule=CFG.schedule, assets=FINDINGS),
     doc_md=__doc__,
-    render_template_as_native_obj=True,
     params={
         "dry_run": Param(
             CFG.dry_run,

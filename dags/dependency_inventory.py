@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from airflow.sdk import DAG
 from findings_provider.assets import DEPENDENCIES
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.governance.dependency_inventory import dependency_filter
 from findings_provider.operators.dependencies import (
     DependencyReportOperator,
@@ -40,26 +38,20 @@ version range); they are sent to the API as its `dependencyFilter`.
 with DAG(
     dag_id="dependency_inventory",
     description="Pull the dependency inventory into the warehouse and report on it",
+    **dag_settings(CFG, schedule=SETTINGS.schedule),
     doc_md=DOC,
-    schedule=SETTINGS.schedule,
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(),
     tags=["findings", "governance", "dependencies"],
 ) as dag:
     dependencies = ExtractDependenciesOperator(
         task_id="extract_dependencies",
-        findings_conn_id=CFG.connections.api_conn_id,
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        **conn_ids(CFG),
         page_size=SETTINGS.page_size,
         dependency_filter=FILTER,
         outlets=[DEPENDENCIES],
     )
     repositories = ExtractDependencyRepositoriesOperator(
         task_id="extract_dependency_repositories",
-        findings_conn_id=CFG.connections.api_conn_id,
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        **conn_ids(CFG),
         page_size=SETTINGS.repositories_page_size,
         dependency_filter=FILTER,
     )

@@ -24,12 +24,10 @@ Pulls code (`sast`), supply-chain (`sca`) and, when asked, `secrets` findings in
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
-from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param, TriggerRule
+from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import FINDINGS, SCANS
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.operators.findings import (
     ExtractFindingsOperator,
     FindingsSummaryOperator,
@@ -38,23 +36,14 @@ from findings_provider.operators.findings import (
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.findings_extraction
-CONN = {"findings_conn_id": CONFIG.connections.api_conn_id, "warehouse_conn_id": CONFIG.connections.warehouse_conn_id}
+CONN = conn_ids(CONFIG)
 
 with DAG(
     dag_id="findings_extraction",
     description="Pull code and supply-chain findings into the warehouse",
-    schedule=(
-        AssetOrTimeSchedule(timetable=CronTriggerTimetable(CFG.schedule, timezone="UTC"), assets=SCANS)
-        if CFG.schedule
-        else SCANS
-    ),
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(pool=CONFIG.pool.name),
     tags=["findings", "security", "warehouse"],
+    **dag_settings(CONFIG, schedule=CFG.schedule, assets=SCANS),
     doc_md=__doc__,
-    render_template_as_native_obj=True,
     params={
         "issue_types": Param(
             [str(t) for t in CFG.issue_types],

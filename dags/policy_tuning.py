@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from findings_provider.assets import POLICY_RULES
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.governance.policy_tuning import approval_needed
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
@@ -52,14 +52,9 @@ them.
 with DAG(
     dag_id="policy_tuning",
     description="Propose, and on approval apply, rule mode changes from triage statistics",
+    **dag_settings(CFG, schedule=SETTINGS.schedule),
     doc_md=DOC,
-    schedule=SETTINGS.schedule,
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(),
     tags=["findings", "governance", "policies"],
-    render_template_as_native_obj=True,
     params={
         "dry_run": Param(
             SETTINGS.dry_run,
@@ -77,8 +72,7 @@ with DAG(
 ) as dag:
     list_rules = ListPolicyRulesOperator(
         task_id="list_policy_rules",
-        findings_conn_id=CFG.connections.api_conn_id,
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        **conn_ids(CFG),
         policy_ids="{{ params.policies }}",
         outlets=[POLICY_RULES],
     )
@@ -102,8 +96,7 @@ with DAG(
     )
     apply = ApplyPolicyChangesOperator(
         task_id="apply_policy_changes",
-        findings_conn_id=CFG.connections.api_conn_id,
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        **conn_ids(CFG),
         propose_task_id="propose_policy_changes",
         approval_task_id="approve_policy_changes",
         dry_run="{{ params.dry_run }}",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from airflow.sdk import DAG, Param
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
 
 CFG = load_pipeline_config()
@@ -36,14 +34,9 @@ entry without `tags` leaves a project's tags alone.
 with DAG(
     dag_id="project_settings",
     description="Make projects' tags and managed-scan settings match include/projects.yaml",
+    **dag_settings(CFG, schedule=SETTINGS.schedule),
     doc_md=DOC,
-    schedule=SETTINGS.schedule,
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(),
     tags=["findings", "governance", "projects"],
-    render_template_as_native_obj=True,
     params={
         "dry_run": Param(
             SETTINGS.dry_run,
@@ -54,13 +47,11 @@ with DAG(
 ) as dag:
     plan = ProjectSettingsPlanOperator(
         task_id="plan_project_settings",
-        findings_conn_id=CFG.connections.api_conn_id,
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        **conn_ids(CFG),
     )
     apply = ApplyProjectSettingsOperator(
         task_id="apply_project_settings",
-        findings_conn_id=CFG.connections.api_conn_id,
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        **conn_ids(CFG),
         plan_task_id="plan_project_settings",
         dry_run="{{ params.dry_run }}",
     )

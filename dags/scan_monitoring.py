@@ -24,31 +24,24 @@ Every 15 minutes (and on a manual trigger) this DAG watches the deployment's sca
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
-from airflow.sdk import DAG, CronTriggerTimetable, Param, TriggerRule
+from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import SCANS
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.scans import RefreshScansOperator, ScanFailureAlertOperator, SearchScansOperator
 from findings_provider.sensors.scan import ScanCompletionSensor
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.scan_monitoring
-CONN = {"findings_conn_id": CONFIG.connections.api_conn_id, "warehouse_conn_id": CONFIG.connections.warehouse_conn_id}
+CONN = conn_ids(CONFIG)
 
 with DAG(
     dag_id="scan_monitoring",
     description="Watch scans, wait for running ones, flag failed and never-finished ones",
-    schedule=CronTriggerTimetable(CFG.schedule, timezone="UTC") if CFG.schedule else None,
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(pool=CONFIG.pool.name),
     tags=["findings", "security", "scans"],
+    **dag_settings(CONFIG, schedule=CFG.schedule),
     doc_md=__doc__,
-    render_template_as_native_obj=True,
     params={
         "lookback_days": Param(
             CFG.lookback_days,

@@ -24,34 +24,23 @@ manual trigger.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
-from airflow.sdk import DAG, AssetOrTimeSchedule, CronTriggerTimetable, Param
+from airflow.sdk import DAG, Param
 from findings_provider.assets import TICKETS, TRIAGE
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import default_args
+from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.tickets import CreateTicketsOperator
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.ticket_creation
-CONN = {"findings_conn_id": CONFIG.connections.api_conn_id, "warehouse_conn_id": CONFIG.connections.warehouse_conn_id}
+CONN = conn_ids(CONFIG)
 
 with DAG(
     dag_id="ticket_creation",
     description="Create grouped issue-tracker tickets for findings that need work",
-    schedule=(
-        AssetOrTimeSchedule(timetable=CronTriggerTimetable(CFG.schedule, timezone="UTC"), assets=TRIAGE)
-        if CFG.schedule
-        else TRIAGE
-    ),
-    start_date=datetime(2024, 1, 1, tzinfo=timezone.utc),
-    catchup=False,
-    max_active_runs=1,
-    default_args=default_args(pool=CONFIG.pool.name),
     tags=["findings", "security", "tickets"],
+    **dag_settings(CONFIG, schedule=CFG.schedule, assets=TRIAGE),
     doc_md=__doc__,
-    render_template_as_native_obj=True,
     params={
         "dry_run": Param(
             CFG.dry_run,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 API_POOL = "findings_api"
@@ -25,3 +25,36 @@ def default_args(**overrides: Any) -> dict[str, Any]:
     }
     args.update(overrides)
     return args
+
+
+START_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def schedule_for(cron: str | None, assets: Any = None) -> Any:
+    """A cron schedule, an Asset schedule, or both (``AssetOrTimeSchedule``); ``None`` when neither is set."""
+    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable
+
+    timetable = CronTriggerTimetable(cron, timezone="UTC") if cron else None
+    if timetable is not None and assets is not None:
+        return AssetOrTimeSchedule(timetable=timetable, assets=assets)
+    return timetable if timetable is not None else assets
+
+
+def dag_settings(config: Any, *, schedule: str | None, assets: Any = None) -> dict[str, Any]:
+    """The ``DAG(...)`` keyword arguments every pipeline DAG shares (``config``: the loaded pipeline.yaml)."""
+    return {
+        "schedule": schedule_for(schedule, assets),
+        "start_date": START_DATE,
+        "catchup": False,
+        "max_active_runs": 1,
+        "default_args": default_args(pool=config.pool.name),
+        "render_template_as_native_obj": True,
+    }
+
+
+def conn_ids(config: Any) -> dict[str, str]:
+    """``findings_conn_id`` and ``warehouse_conn_id`` keyword arguments from the loaded pipeline.yaml."""
+    return {
+        "findings_conn_id": config.connections.api_conn_id,
+        "warehouse_conn_id": config.connections.warehouse_conn_id,
+    }

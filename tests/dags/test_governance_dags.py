@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.sdk import CronTriggerTimetable
 from findings_provider.assets import DEPENDENCIES, POLICY_RULES
 from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config, load_projects_file
@@ -151,7 +152,7 @@ def test_governance_dags_load_and_follow_the_conventions(dagbag):
         assert dag.max_active_runs == 1
         assert dag.catchup is False
         assert "governance" in dag.tags
-        assert dag.schedule == schedules[dag_id]
+        assert dag.timetable == CronTriggerTimetable(schedules[dag_id], timezone="UTC")
         assert len(dag.doc_md) > 300
         for name, param in dag.params.items():
             assert f"`{name}`" in dag.doc_md, (dag_id, name)
