@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv test test-unit lint demo bench browser-deps clean
 
-$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip wheel
-	$(BIN)/pip install --quiet -r requirements.txt -r requirements-test.txt
+	$(BIN)/pip install --quiet -r requirements.txt -r requirements-test.txt -c constraints.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -18,9 +18,14 @@ venv: $(STAMP)
 
 # Debian's Chromium and ChromeDriver for the browser test (no browser download: this machine has no internet).
 browser-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; fi; }
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+	  echo "browser-deps: chromium and chromedriver are installed"; \
+	else \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null && \
+	  echo "browser-deps: installed Debian's chromium and chromium-driver"; \
+	fi
 
 lint: venv
 	$(BIN)/ruff check plugins include dags tests bench
@@ -32,7 +37,7 @@ test-unit: venv
 	$(BIN)/python -m pytest -m "not e2e and not browser and not celery and not chaos" $(PYTEST_ARGS)
 
 demo: venv
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m findings_provider.demo
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python devtools/demo.py $(DEMO_ARGS)
 
 bench: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/run_all.py

@@ -1,0 +1,176 @@
+"""Browser test: headless Chromium (Debian's ``chromium`` package) driven by Playwright for Python opens the
+Airflow UI of the session's e2e stack, logs in, finds the seven DAGs, opens the pipeline's grid view and checks
+that the last runs succeeded. Screenshots are kept in ``test-artifacts/screenshots/``.
+
+It lives beside the e2e tests (marked ``browser``) so that it reuses the e2e session stack and the runs the
+``pipeline`` fixture made, instead of starting a second Airflow.
+
+Playwright's own browser download does not work here (no internet): ``make browser-deps`` installs Debian's
+chromium, started with ``executable_path``. Missing chromium or Playwright skips, or fails with REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devtools.stack import PIPELINE_DAGS, Stack
+
+from .helpers import ARTIFACTS, PipelineResult, skip_or_fail
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+SCREENSHOTS = ARTIFACTS / "screenshots"
+#: Flags this machine needs (closed network; root): see the machine notes.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+#: The DAG whose grid the test reads: the start of the pipeline, run manually and by the scans Asset.
+PIPELINE_DAG = "findings_extraction"
+LAST_RUNS = 3
+TIMEOUT_MS = 30_000
+
+
+def chromium_path() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM_PATH"), shutil.which("chromium"), "/usr/bin/chromium",
+                      shutil.which("chromium-browser")):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def login(page: Any, base_url: str, username: str, password: str) -> None:
+    """The simple auth manager's login form (``/auth/login``), then back to the UI."""
+    page.goto(f"{base_url}/")
+    page.wait_for_url(re.compile(r"/auth/login"), timeout=TIMEOUT_MS)
+    page.locator("input[name=username]").fill(username)
+    page.locator("input[name=password]").fill(password)
+    page.get_by_role("button", name=re.compile("sign in", re.I)).click()
+    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=TIMEOUT_MS)
+
+
+def dag_ids_on_list_page(page: Any, base_url: str, expected: tuple[str, ...]) -> set[str]:
+    page.goto(f"{base_url}/dags")
+    cards = page.locator("[data-testid=dag-id]")
+    cards.first.wait_for(timeout=TIMEOUT_MS)
+    page.wait_for_function(
+        "n => document.querySelectorAll('[data-testid=dag-id]').length >= n", arg=len(expected), timeout=TIMEOUT_MS
+    )
+    return {t.strip() for t in cards.all_inner_texts()}
+
+
+def grid_cell_states(page: Any, base_url: str, dag_id: str, run_ids: list[str],
+                     task_ids: list[str]) -> dict[tuple[str, str], str]:
+    """Open the DAG's page (the grid view) and read each (run, task) cell's state from its tooltip."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base_url}/dags/{dag_id}")
+    for run_id in run_ids:
+        page.locator(f'[data-run-id="{run_id}"]').first.wait_for(timeout=TIMEOUT_MS)
+    states: dict[tuple[str, str], str] = {}
+    for run_id in run_ids:
+        for task_id in task_ids:
+            cell = page.locator(f'[data-testid="grid-{run_id}-{task_id}"]').first
+            cell.wait_for(timeout=TIMEOUT_MS)
+            cell.hover()
+            tip = page.locator("[data-part=content]").filter(has_text=f"Task ID: {task_id}").filter(
+                has_text=run_id).last
+            expect(tip).to_contain_text("State:", timeout=TIMEOUT_MS)
+            match = re.search(r"State:\s*([A-Za-z ]+)", tip.inner_text())
+            states[(run_id, task_id)] = match.group(1).strip().lower() if match else "?"
+            page.mouse.move(0, 0)
+    return states
+
+
+def run_page_state(page: Any, base_url: str, dag_id: str, run_id: str) -> str:
+    """Click the run's bar in the grid and read the state badge beside the run id in the run page's header."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base_url}/dags/{dag_id}")
+    page.locator(f'[data-run-id="{run_id}"] a[href*="/runs/"]').first.click()
+    page.wait_for_url(re.compile(re.escape(f"/dags/{dag_id}/runs/")), timeout=TIMEOUT_MS)
+    heading = page.locator("h2", has_text=run_id).first
+    heading.wait_for(timeout=TIMEOUT_MS)
+    badge = heading.locator("xpath=..").locator("[data-testid=state-badge]").first
+    expect(badge).to_have_text(re.compile(r"\w"), timeout=TIMEOUT_MS)
+    return badge.inner_text().strip().lower()
+
+
+@pytest.fixture(scope="module")
+def browser_page(e2e_stack: Stack) -> Iterator[Any]:
+    chromium = chromium_path()
+    if chromium is None:
+        skip_or_fail("Debian's chromium is not installed (make browser-deps)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        skip_or_fail("playwright (Python) is not installed (pip install -r requirements-test.txt)")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=chromium, args=CHROMIUM_FLAGS, headless=True,
+            viewport={"width": 1440, "height": 900},
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            login(page, e2e_stack.ui_url, e2e_stack.username, e2e_stack.password)
+            yield page
+        except BaseException:
+            with_page = context.pages[0] if context.pages else None
+            if with_page is not None:
+                with_page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
+            raise
+        finally:
+            context.close()
+
+
+def test_dag_list_shows_the_seven_dags(browser_page: Any, e2e_stack: Stack, pipeline: PipelineResult) -> None:
+    found = dag_ids_on_list_page(browser_page, e2e_stack.ui_url, PIPELINE_DAGS)
+    browser_page.screenshot(path=str(SCREENSHOTS / "01-dag-list.png"), full_page=True)
+    assert set(PIPELINE_DAGS) <= found, f"missing on the DAG list page: {set(PIPELINE_DAGS) - found}"
+
+
+def test_pipeline_grid_shows_the_last_runs_succeeded(browser_page: Any, e2e_stack: Stack,
+                                                     pipeline: PipelineResult) -> None:
+    runs = sorted(e2e_stack.api.runs(PIPELINE_DAG), key=lambda r: r.get("run_after") or r.get("start_date") or "")
+    last = runs[-LAST_RUNS:]
+    assert last, f"{PIPELINE_DAG} has no runs"
+    assert {r["state"] for r in last} == {"success"}, last  # what the REST API says; the UI must agree
+    run_ids = [r["dag_run_id"] for r in last]
+    watch = pipeline.manual[PIPELINE_DAG]
+    task_ids = sorted({t["task_id"] for t in watch.task_instances})
+
+    states = grid_cell_states(browser_page, e2e_stack.ui_url, PIPELINE_DAG, run_ids, task_ids)
+    browser_page.screenshot(path=str(SCREENSHOTS / "02-pipeline-grid.png"), full_page=True)
+    not_ok = {k: v for k, v in states.items() if v != "success"}
+    assert not not_ok, f"grid cells not shown as success: {not_ok}"
+
+    state = run_page_state(browser_page, e2e_stack.ui_url, PIPELINE_DAG, run_ids[-1])
+    browser_page.screenshot(path=str(SCREENSHOTS / "03-pipeline-last-run.png"), full_page=True)
+    assert state == "success", state
+
+
+def test_asset_chain_dags_show_success_in_the_grid(browser_page: Any, e2e_stack: Stack,
+                                                  pipeline: PipelineResult) -> None:
+    """The stages the Asset chain started: their latest run is shown as succeeded on their run page."""
+    for n, dag_id in enumerate(("autotriage_triage", "ticket_creation"), start=4):
+        runs = sorted(e2e_stack.api.runs(dag_id), key=lambda r: r.get("run_after") or "")
+        assert runs, dag_id
+        state = run_page_state(browser_page, e2e_stack.ui_url, dag_id, runs[-1]["dag_run_id"])
+        browser_page.screenshot(path=str(SCREENSHOTS / f"0{n}-{dag_id}-last-run.png"), full_page=True)
+        assert state == "success", (dag_id, state)
