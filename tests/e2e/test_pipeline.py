@@ -242,6 +242,24 @@ def test_failed_scan_fails_the_alert_task_only(e2e_stack: Stack, pipeline: Pipel
     assert "SCAN_STATUS_ERROR" in log
 
 
+def test_failed_scan_is_alerted_when_no_scan_is_running(e2e_stack: Stack, pipeline: PipelineResult) -> None:
+    """A scan that already ended in error and nothing left running: the mapped sensor expands to zero
+    instances (skipped), and the refresh and alert tasks must still run, so the failure reaches the UI."""
+    with e2e_stack.emulator_admin() as admin:
+        scan = admin.create_scan(status="SCAN_STATUS_ERROR", exit_code=7, branch="release/broken")
+    run = e2e_stack.api.trigger("scan_monitoring")
+    watch = e2e_stack.api.wait_for_run("scan_monitoring", run["dag_run_id"], timeout=240,
+                                       alive=e2e_stack.check_alive)
+    states = {(t["task_id"], t["map_index"]): t["state"] for t in watch.task_instances}
+    assert states[("wait_for_scan", -1)] == "skipped", watch.summary()  # nothing to wait for
+    assert states[("refresh_scans", -1)] == "success", watch.summary()
+    assert states[("alert_failed_scans", -1)] == "failed", watch.summary()
+    assert watch.state == "failed"
+    log = e2e_stack.api.ti_log("scan_monitoring", run["dag_run_id"], "alert_failed_scans", 1)
+    assert str(scan["id"]) in log, log[-2000:]
+    assert "branch release/broken" in log, log[-2000:]
+
+
 # --- warehouse and emulator state -------------------------------------------------------------------------------
 
 
