@@ -34,7 +34,7 @@ test: venv browser-deps lint
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 test-unit: venv
-	$(BIN)/python -m pytest -m "not e2e and not browser and not celery and not chaos" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not e2e and not browser and not celery and not chaos and not integration and not bench" $(PYTEST_ARGS)
 
 demo: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python devtools/demo.py $(DEMO_ARGS)
