@@ -1,0 +1,112 @@
+"""Bulk actions through the product's pipeline logic against the emulator: triage and ticket creation.
+
+The warehouse is emptied and loaded by the product's extraction first (untimed). Then, each timed from planning
+to the last warehouse write:
+
+- triage: the default triage policy of ``include/pipeline.yaml`` (open code findings with the autotriage verdict
+  ``false_positive``) is planned by ``pipeline.triage.plan_triage``, cut to its first ``--triage`` findings
+  (chunks of 3000, as the planner cuts them), recorded by ``record_plan`` and executed by ``execute_plan``: one
+  bulk-triage request per chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in
+  the warehouse;
+- tickets: ``pipeline.tickets.plan_tickets`` with a benchmark policy (every open code finding, so that there are
+  enough (repository, rule) groups), cut to its first ``--groups`` groups (batches of 20 groups, as planned),
+  sent by ``create_tickets``; outcomes recorded per finding.
+
+Requests are counted from the emulator's request log and compared with ceil(N/3000) and ceil(groups/20).
+
+    python bench/bulk_actions.py --base-url http://127.0.0.1:8900 --token T --slug acme --deployment-id 1 \
+        --database-url sqlite:////tmp/bulk.db --triage 10000 --groups 500 --out bulk.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+from common import ISSUE_TYPES, peak_rss_mb, reset_database, write_json
+from extract_product import count_requests, emulator_requests
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--slug", required=True)
+    parser.add_argument("--deployment-id", required=True)
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--triage", type=int, default=10_000, help="findings to triage")
+    parser.add_argument("--groups", type=int, default=500, help="ticket groups to create")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    import httpx
+    from findings_provider.client import FindingsClient
+    from findings_provider.config import TicketPolicy, load_pipeline_config
+    from findings_provider.pipeline import extraction, tickets, triage
+    from findings_provider.warehouse import Warehouse, make_engine
+
+    reset_database(args.database_url)
+    warehouse = Warehouse(make_engine(args.database_url))
+    warehouse.create_all()
+    admin = httpx.Client(base_url=args.base_url, timeout=60.0)
+    out: dict[str, Any] = {}
+    with FindingsClient(args.base_url, args.token, deployment_id=args.deployment_id,
+                        deployment_slug=args.slug) as client:
+        loaded = extraction.run_extraction(client, warehouse, ISSUE_TYPES, full_refresh=True)
+        out["warehouse_findings"] = loaded["findings"]
+
+        # --- triage -----------------------------------------------------------------------------------------
+        policy = load_pipeline_config().autotriage_triage.policies[0]
+        admin.delete("/_emulator/requests").raise_for_status()
+        started = time.perf_counter()
+        (planned,) = triage.plan_triage(warehouse, [policy])
+        selected = planned.selected[: args.triage]
+        plan = triage.PolicyPlan(policy, selected, triage.chunked([f.id for f in selected], triage.MAX_CHUNK))
+        action_ids = triage.record_plan(warehouse, [plan], dry_run=False, dag_id="bench", run_id="bench-triage")
+        counts = triage.execute_plan(client, warehouse, action_ids)
+        seconds = time.perf_counter() - started
+        requests = count_requests(emulator_requests(admin))
+        out["triage"] = {
+            "policy": policy.name, "eligible": len(planned.selected),
+            "selected": len(selected), "seconds": seconds, "findings_per_s": len(selected) / seconds,
+            "requests": requests["by_operation"].get("triage", 0),
+            "expected_requests": math.ceil(len(selected) / triage.MAX_CHUNK),
+            "triaged_by_service": counts["triaged"], "warehouse_rows_refreshed": counts["refreshed"],
+        }
+
+        # --- tickets ----------------------------------------------------------------------------------------
+        ticket_policy = TicketPolicy(name="bench-open-code-findings", issue_type="sast",
+                                     select={"status": ["open"]})
+        admin.delete("/_emulator/requests").raise_for_status()
+        started = time.perf_counter()
+        batches = tickets.plan_tickets(warehouse, [ticket_policy])
+        chosen: list[Any] = []
+        groups = 0
+        for batch in batches:
+            if groups >= args.groups:
+                break
+            batch.groups = batch.groups[: args.groups - groups]
+            groups += len(batch.groups)
+            chosen.append(batch)
+        tally = tickets.create_tickets(client, warehouse, chosen, run_id="bench-tickets")
+        seconds = time.perf_counter() - started
+        requests = count_requests(emulator_requests(admin))
+        out["tickets"] = {
+            "policy": ticket_policy.name, "groups": groups, "findings": sum(len(b.ids) for b in chosen),
+            "seconds": seconds, "groups_per_s": groups / seconds,
+            "requests": requests["by_operation"].get("tickets", 0),
+            "expected_requests": math.ceil(groups / tickets.TICKETS_PER_CALL_MAX),
+            "tickets_created": tally.tickets, "succeeded": tally.succeeded, "failed": tally.failed,
+            "skipped": tally.skipped,
+        }
+    admin.close()
+    warehouse.engine.dispose()
+    reset_database(args.database_url)
+    out["peak_rss_mb"] = peak_rss_mb()
+    write_json(args.out, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,610 @@
+"""Run every benchmark against the emulator and write ``results.md`` and ``results.json``.
+
+    python bench/run_all.py                      # what `make bench` runs: N = 100,000 and 1,000,000
+    python bench/run_all.py --quick --out-dir /tmp/b   # tiny N, one run (the smoke test)
+
+Each product measurement runs in a child process of its own (its peak RSS is the extracting process's); the
+emulator runs as its own subprocess, started once per N and shared by every run of that N. Per N: the emulator's
+serving rate (``bench_emulator.pull``), then for each run the naive baseline, the product's first load and its
+re-sync into SQLite (interleaved, so that every ratio compares runs made side by side), then the PostgreSQL
+ceiling (``pg_ceiling.py``) and the product into PostgreSQL, then (at the smallest N) the bulk actions, and a
+profiled run of the product. DAG parse times come first. See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    BENCH_DIR,
+    DEFAULT_PG_ADMIN_URL,
+    ISSUE_TYPES,
+    PAGE_SIZE,
+    PROJECT_DIR,
+    child_env,
+    expected_requests,
+    machine_facts,
+    median,
+    minimal_requests,
+    run_child,
+)
+
+#: Sizes above this get fewer runs (``--runs-large``), to keep `make bench` within about 25 minutes.
+LARGE = 200_000
+TOKEN = "bench-token"
+#: The issue's reference figure for the naive script (100-item pages, stdlib json, ORM add + commit per row).
+ISSUE_NAIVE_PER_S = 1_800
+TARGETS = {
+    "sqlite_findings_per_s": 35_000,
+    "sqlite_vs_naive": 15.0,
+    "postgres_vs_ceiling": 0.80,
+    "peak_rss_mb_large": 300.0,
+    "rss_flat_within": 0.20,
+    "dag_parse_s": 0.3,
+    "emulator_served_per_s": 20_000,
+}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# --- PostgreSQL database of the run ---------------------------------------------------------------------------
+
+
+def create_pg_database(admin_url: str) -> str | None:
+    """Create a dedicated, empty database; return its URL, or None (with a reason logged) when unreachable."""
+    try:
+        import psycopg2
+
+        conn = psycopg2.connect(admin_url, connect_timeout=5)
+    except Exception as exc:
+        log(f"PostgreSQL unreachable at {admin_url} ({exc}); PostgreSQL benchmarks skipped")
+        return None
+    name = f"findings_bench_{os.getpid()}"
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name}")
+    conn.close()
+    base = admin_url.rsplit("/", 1)[0]
+    return f"{base}/{name}"
+
+
+def drop_pg_database(admin_url: str, url: str) -> None:
+    import psycopg2
+
+    name = url.rsplit("/", 1)[1]
+    conn = psycopg2.connect(admin_url, connect_timeout=5)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    conn.close()
+
+
+# --- measurements ---------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """Runs the children of one invocation in a private work directory."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.log_path = workdir / "children.log"
+        self.env = child_env({"AIRFLOW_HOME": str(workdir / "airflow-home")})
+        self.counter = 0
+
+    def child(self, script: str, *args: str) -> dict[str, Any]:
+        self.counter += 1
+        out = self.workdir / f"child-{self.counter}.json"
+        return run_child(script, list(args), out, self.log_path, env=self.env)
+
+
+def emulator_args(emulator: Any) -> list[str]:
+    return ["--base-url", emulator.base_url, "--token", emulator.token, "--slug", emulator.deployment_slug,
+            "--deployment-id", emulator.deployment_id]
+
+
+def measure_dag_parse(runner: Runner, runs: int) -> dict[str, Any]:
+    """Parse time of every DAG file, each run in a fresh interpreter; the median per file."""
+    files = sorted((PROJECT_DIR / "dags").glob("*.py"))
+    out: dict[str, Any] = {}
+    for path in files:
+        if path.name.startswith("_"):
+            continue
+        samples = [runner.child("dag_parse.py", "--file", str(path)) for _ in range(runs)]
+        out[path.name] = {
+            "parse_s_median": median(s["parse_s"] for s in samples),
+            "parse_s_runs": [s["parse_s"] for s in samples],
+            "dag_ids": samples[0]["dag_ids"],
+            "import_errors": samples[0]["import_errors"],
+        }
+        log(f"parse {path.name}: {out[path.name]['parse_s_median']:.3f} s (median of {runs})")
+    return out
+
+
+def measure_serving(emulator: Any, runs: int) -> dict[str, Any]:
+    """Findings served per second on 3000-item pages, by the emulator author's ``bench_emulator.pull``."""
+    import bench_emulator
+
+    served, pulled = [], []
+    with emulator.client(timeout=300.0) as client:
+        for _ in range(runs):
+            started = time.perf_counter()
+            total = 0
+            in_requests = 0.0
+            for issue_type in ISSUE_TYPES:
+                count, _size, seconds = bench_emulator.pull(client, emulator.deployment_slug, issue_type, PAGE_SIZE)
+                total += count
+                in_requests += seconds
+            served.append(total / in_requests)
+            pulled.append(total / (time.perf_counter() - started))
+    return {"served_per_s_median": median(served), "served_per_s_runs": served,
+            "pulled_per_s_median": median(pulled), "runs": runs}
+
+
+def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of a list of child results (rate, seconds, peak RSS) plus the raw runs."""
+    return {
+        "runs": len(samples),
+        "findings_per_s_median": median(s["findings_per_s"] for s in samples),
+        "seconds_median": median(s["seconds"] for s in samples),
+        "peak_rss_mb_median": median(s["peak_rss_mb"] for s in samples),
+        "peak_rss_mb_max": max(s["peak_rss_mb"] for s in samples),
+        "rss_after_import_mb_median": median(s["rss_after_import_mb"] for s in samples),
+        "cpu_seconds_median": median(s.get("cpu_seconds", float("nan")) for s in samples),
+        "load_average_max": max(max(s["load_average"]) for s in samples),
+        "findings_per_s_runs": [s["findings_per_s"] for s in samples],
+        "requests": samples[-1]["requests"],
+        "findings": samples[-1]["findings"],
+        "per_issue_type": samples[-1].get("per_issue_type"),
+        "samples": samples,
+    }
+
+
+def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bool) -> dict[str, Any]:
+    """Everything measured against one emulator of ``size`` findings."""
+    from findings_emulator.testing import EmulatorProcess
+
+    args = runner.args
+    large = size > LARGE
+    runs = args.runs_large if large else args.runs
+    naive_runs = 1 if large else args.runs
+    pg_runs = args.pg_runs_large if large else args.runs
+    result: dict[str, Any] = {"findings": size, "runs": {"sqlite": runs, "naive": naive_runs, "postgres": pg_runs}}
+    log(f"N={size}: starting the emulator")
+    with EmulatorProcess(findings=size, token=TOKEN, startup_timeout=1800,
+                         log_path=runner.workdir / f"emulator-{size}.log") as emulator:
+        counts = emulator.stats()["counts"]["findings"]
+        per_type = {t: int(counts.get(t, 0)) for t in ISSUE_TYPES}
+        result["emulator"] = {"startup_s": emulator.startup_seconds, "findings_by_issue_type": per_type}
+        result["requests_target"] = {t: expected_requests(n) for t, n in per_type.items()}
+        result["requests_minimal"] = {t: minimal_requests(n) for t, n in per_type.items()}
+        log(f"N={size}: emulator up in {emulator.startup_seconds:.1f} s ({per_type}); serving rate")
+        result["serving"] = measure_serving(emulator, 1 if large or args.quick else args.runs)
+        log(f"N={size}: served {result['serving']['served_per_s_median']:,.0f} findings/s")
+
+        sqlite_url = f"sqlite:///{runner.workdir / f'warehouse-{size}.db'}"
+        naive_url = f"sqlite:///{runner.workdir / f'naive-{size}.db'}"
+        base = emulator_args(emulator)
+        first, resync, naive = [], [], []
+        for run in range(max(runs, naive_runs)):
+            if run < naive_runs and not args.skip_naive:
+                naive.append(runner.child("naive_baseline.py", *base[:6], "--database-url", naive_url))
+                log(f"N={size} run {run + 1}: naive {naive[-1]['findings_per_s']:,.0f} findings/s")
+            if run < runs:
+                first.append(runner.child("extract_product.py", *base, "--database-url", sqlite_url,
+                                          "--mode", "first"))
+                resync.append(runner.child("extract_product.py", *base, "--database-url", sqlite_url,
+                                           "--mode", "resync"))
+                log(f"N={size} run {run + 1}: SQLite first load {first[-1]['findings_per_s']:,.0f}/s, "
+                    f"re-sync {resync[-1]['findings_per_s']:,.0f}/s, peak RSS {first[-1]['peak_rss_mb']:.0f} MB")
+        for path in runner.workdir.glob(f"naive-{size}.db*"):
+            path.unlink()
+        result["sqlite"] = {"first_load": summarise(first), "resync": summarise(resync)}
+        if naive:
+            result["naive_sqlite"] = summarise(naive)
+        for path in runner.workdir.glob(f"warehouse-{size}.db*"):
+            path.unlink()
+
+        if pg_url:
+            log(f"N={size}: PostgreSQL ceiling")
+            ceiling_args = [*base, "--database-url", pg_url, "--findings", str(size),
+                            "--sample", str(min(size, args.ceiling_sample)),
+                            "--passes", "first" if large else "first,resync"]
+            result["postgres_ceiling"] = runner.child("pg_ceiling.py", *ceiling_args)
+            log(f"N={size}: ceiling first load {result['postgres_ceiling']['best_first_load_per_s']:,.0f}/s "
+                f"({result['postgres_ceiling']['best_first_load']})")
+            pg_first, pg_resync = [], []
+            for run in range(pg_runs):
+                pg_first.append(runner.child("extract_product.py", *base, "--database-url", pg_url, "--mode", "first"))
+                pg_resync.append(runner.child("extract_product.py", *base, "--database-url", pg_url,
+                                              "--mode", "resync"))
+                log(f"N={size} run {run + 1}: PostgreSQL first load {pg_first[-1]['findings_per_s']:,.0f}/s, "
+                    f"re-sync {pg_resync[-1]['findings_per_s']:,.0f}/s")
+            result["postgres"] = {"first_load": summarise(pg_first), "resync": summarise(pg_resync)}
+
+        if args.profile and with_bulk:
+            result["profiles"] = {}
+            profiler = "pyinstrument" if importlib.util.find_spec("pyinstrument") else "cprofile"
+            for name, url in (("sqlite", sqlite_url), ("postgres", pg_url)):
+                if url is None:
+                    continue
+                prof = runner.workdir / f"extract-{name}-{size}.{'txt' if profiler == 'pyinstrument' else 'prof'}"
+                run = runner.child("extract_product.py", *base, "--database-url", url, "--mode", "first",
+                                   "--profile", str(prof), "--profiler", profiler)
+                result["profiles"][name] = profile_summary(prof, profiler)
+                result["profiles"][name]["findings_per_s_while_profiled"] = run["findings_per_s"]
+                log(f"N={size}: profiled the {name} first load with {profiler} ({prof})")
+            for path in runner.workdir.glob(f"warehouse-{size}.db*"):
+                path.unlink()
+
+        if with_bulk:
+            log(f"N={size}: bulk actions")
+            bulk_url = f"sqlite:///{runner.workdir / 'bulk.db'}"
+            result["bulk"] = runner.child("bulk_actions.py", *base, "--database-url", bulk_url,
+                                          "--triage", str(args.triage), "--groups", str(args.groups))
+            log(f"N={size}: triage {result['bulk']['triage']['selected']} in "
+                f"{result['bulk']['triage']['seconds']:.1f} s, {result['bulk']['tickets']['groups']} ticket groups "
+                f"in {result['bulk']['tickets']['seconds']:.1f} s")
+    return result
+
+
+def profile_summary(path: Path, profiler: str, top: int = 15) -> dict[str, Any]:
+    """pyinstrument: its call tree (text). cProfile: total time and the functions with the most own time."""
+    if profiler == "pyinstrument":
+        lines = path.read_text().splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("Profile at")), 0)
+        return {"profiler": profiler, "tree": "\n".join(lines[start + 1:start + 61]).strip("\n")}
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    total = stats.total_tt  # type: ignore[attr-defined]
+    rows = []
+    for (filename, line, name), (_cc, calls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        where = name if filename == "~" else f"{_short(filename)}:{line}({name})"
+        rows.append({"function": where, "calls": calls, "own_s": tottime, "cumulative_s": cumtime,
+                     "share": tottime / total if total else 0.0})
+    rows.sort(key=lambda r: r["own_s"], reverse=True)
+    return {"profiler": profiler, "total_s": total, "top": rows[:top]}
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "plugins/", "include/"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
+
+
+# --- verdicts ---------------------------------------------------------------------------------------------------
+
+
+def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every target with the measured value and whether it is met."""
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, measured: str, met: bool | None, note: str = "") -> None:
+        out.append({"target": target, "measured": measured, "met": met, "note": note})
+
+    sizes = results["sizes"]
+    for key, r in sizes.items():
+        n = f"N={int(key):,}"
+        first = r["sqlite"]["first_load"]
+        rate = first["findings_per_s_median"]
+        add(f"SQLite >= {TARGETS['sqlite_findings_per_s']:,} findings/s end to end ({n})", f"{rate:,.0f}/s",
+            rate >= TARGETS["sqlite_findings_per_s"])
+        if "naive_sqlite" in r:
+            naive = r["naive_sqlite"]["findings_per_s_median"]
+            ratio = rate / naive
+            cpu_ratio = (r["naive_sqlite"]["cpu_seconds_median"] / r["naive_sqlite"]["findings"]) / (
+                first["cpu_seconds_median"] / first["findings"])
+            add(f"SQLite >= {TARGETS['sqlite_vs_naive']:.0f}x the naive baseline ({n})",
+                f"{ratio:.1f}x ({rate:,.0f} vs {naive:,.0f}/s)", ratio >= TARGETS["sqlite_vs_naive"],
+                f"the naive script runs with the product's SQLite settings (WAL, synchronous=NORMAL) and reaches "
+                f"{naive:,.0f}/s, {naive / ISSUE_NAIVE_PER_S:.1f}x the issue's reference naive figure "
+                f"({ISSUE_NAIVE_PER_S:,}/s); against that figure the product's {rate:,.0f}/s is "
+                f"{rate / ISSUE_NAIVE_PER_S:.0f}x. Per finding the naive script uses {cpu_ratio:.1f}x the product's "
+                "CPU time: 15x in wall-clock time would need the extraction to keep more than one core busy "
+                "through most of the pull (today only the fetch thread's work overlaps the database's). With "
+                "SQLite's defaults (rollback journal, synchronous=FULL: an fsync per commit) the same script "
+                "measured 337/s at N=100,000 on this machine (`naive_baseline.py --sqlite-defaults`; not run by "
+                "default: 5 minutes per 100,000)")
+        if "postgres" in r:
+            ceiling = r["postgres_ceiling"]["best_first_load_per_s"]
+            pg = r["postgres"]["first_load"]["findings_per_s_median"]
+            add(f"PostgreSQL first load >= {TARGETS['postgres_vs_ceiling']:.0%} of the ceiling ({n})",
+                f"{pg / ceiling:.0%} ({pg:,.0f} vs {ceiling:,.0f}/s, {r['postgres_ceiling']['best_first_load']})",
+                pg / ceiling >= TARGETS["postgres_vs_ceiling"])
+            pg_re = r["postgres"]["resync"]["findings_per_s_median"]
+            ceiling_re = r["postgres_ceiling"]["best_resync_per_s"]
+            if ceiling_re:
+                add(f"PostgreSQL re-sync >= {TARGETS['postgres_vs_ceiling']:.0%} of the re-sync ceiling ({n})",
+                    f"{pg_re / ceiling_re:.0%} ({pg_re:,.0f} vs {ceiling_re:,.0f}/s, "
+                    f"{r['postgres_ceiling']['best_resync']})", pg_re / ceiling_re >= TARGETS["postgres_vs_ceiling"],
+                    "not a stated target: the ceiling of the re-sync, for information")
+        for backend in ("sqlite", "postgres"):
+            if backend not in r:
+                continue
+            req = r[backend]["first_load"]["requests"]["findings_by_issue_type"]
+            worst = all(req.get(t, 0) <= r["requests_target"][t] for t in ISSUE_TYPES)
+            shown = ", ".join(f"{t} {req.get(t, 0)} (target {r['requests_target'][t]}, minimum "
+                              f"{r['requests_minimal'][t]})" for t in ISSUE_TYPES)
+            add(f"requests <= ceil(N/3000)+1 per issue type ({backend}, {n})", shown, worst)
+            re_rate = r[backend]["resync"]["findings_per_s_median"]
+            first_rate = r[backend]["first_load"]["findings_per_s_median"]
+            add(f"re-sync at least as fast as the first load ({backend}, {n})",
+                f"{re_rate:,.0f} vs {first_rate:,.0f}/s ({re_rate / first_rate:.2f}x)", re_rate >= first_rate)
+        serving = r["serving"]["served_per_s_median"]
+        add(f"emulator serves >= {TARGETS['emulator_served_per_s']:,} findings/s on 3000-item pages ({n})",
+            f"{serving:,.0f}/s", serving >= TARGETS["emulator_served_per_s"])
+        if "bulk" in r:
+            tri, tic = r["bulk"]["triage"], r["bulk"]["tickets"]
+            add(f"triage of {tri['selected']:,} findings in ceil(N/3000) requests ({n})",
+                f"{tri['requests']} requests (expected {tri['expected_requests']}), {tri['seconds']:.2f} s",
+                tri["requests"] == tri["expected_requests"])
+            add(f"tickets for {tic['groups']} groups in ceil(groups/20) requests ({n})",
+                f"{tic['requests']} requests (expected {tic['expected_requests']}), {tic['seconds']:.2f} s",
+                tic["requests"] == tic["expected_requests"])
+    keys = sorted(sizes, key=int)
+    if len(keys) >= 2:
+        small, large = sizes[keys[0]], sizes[keys[-1]]
+        for backend in ("sqlite", "postgres"):
+            if backend not in small or backend not in large:
+                continue
+            rss_large = large[backend]["first_load"]["peak_rss_mb_max"]
+            rss_small = small[backend]["first_load"]["peak_rss_mb_max"]
+            label = f"N={int(keys[-1]):,}"
+            if int(keys[-1]) >= 1_000_000:
+                add(f"peak RSS < {TARGETS['peak_rss_mb_large']:.0f} MB ({backend}, {label})",
+                    f"{rss_large:.0f} MB", rss_large < TARGETS["peak_rss_mb_large"])
+            diff = abs(rss_large - rss_small) / rss_large
+            add(f"peak RSS flat in N: N={int(keys[0]):,} within 20% of {label} ({backend})",
+                f"{rss_small:.0f} vs {rss_large:.0f} MB ({diff:.0%} apart)", diff <= TARGETS["rss_flat_within"])
+    for name, parse in results.get("dag_parse", {}).items():
+        add(f"DAG file {name} parses in < {TARGETS['dag_parse_s']} s", f"{parse['parse_s_median']:.3f} s",
+            parse["parse_s_median"] < TARGETS["dag_parse_s"] and not parse["import_errors"])
+    return out
+
+
+# --- report -----------------------------------------------------------------------------------------------------
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.0f}"
+
+
+def write_markdown(results: dict[str, Any], path: Path) -> None:
+    m = results["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Generated by `{results['command']}` on {m['date']} (total {results['elapsed_s'] / 60:.1f} min).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']}, {m['cpu_cores']} cores; RAM {m['ram_gb']} GB; {m['os']}",
+        f"- Python {m['python']}, SQLite {m['sqlite']}, PostgreSQL {m['postgresql'] or 'not used'}",
+        f"- Packages: {', '.join(f'{k} {v}' for k, v in m['packages'].items() if v)}",
+        f"- Load average (1/5/15 min) at start {_load(m['load_average_at_start'])}, at end "
+        f"{_load(results.get('load_average_at_end'))}: the machine is shared, figures vary by about ±25% between "
+        "invocations; every ratio below compares runs made side by side in this invocation.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
+    for v in results["verdicts"]:
+        met = {True: "yes", False: "**no**", None: "n/a"}[v["met"]]
+        lines.append(f"| {v['target']} | {v['measured']} | {met} |")
+    notes = [v for v in results["verdicts"] if v["note"]]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {v['target']}{'' if v['met'] else ' (not met)'}: {v['note']}." for v in notes]
+    lines += ["", "## Extraction", "",
+              "Findings pulled from the emulator over loopback (3000-item pages) through `ExtractFindingsOperator` "
+              "(the product's operator code path: hooks from `AIRFLOW_CONN_*`, real `FindingsClient` and "
+              "`Warehouse`, `pipeline.extraction.run_extraction` with `full_refresh`), one child process per run. "
+              "N is the total of both issue types (the emulator generates 70% `sast`, 30% `sca`). First load: "
+              "empty warehouse; re-sync: the same pull again into the loaded warehouse (unchanged rows). Naive: "
+              "`bench/naive_baseline.py` (100-item pages, stdlib `json`, ORM add + commit per row, same SQLite "
+              "settings). Peak RSS is the child's `ru_maxrss` (it includes about "
+              f"{_rss_import(results):.0f} MB of imports: Airflow, SQLAlchemy, httpx).",
+              "",
+              "| N | what | runs | findings/s (median) | s (median) | CPU s (median) | runs (findings/s) "
+              "| requests sast / sca | peak RSS MB | load avg (max) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for key in sorted(results["sizes"], key=int):
+        r = results["sizes"][key]
+        rows = [("SQLite first load", r["sqlite"]["first_load"]), ("SQLite re-sync", r["sqlite"]["resync"])]
+        if "naive_sqlite" in r:
+            rows.append(("naive baseline (SQLite)", r["naive_sqlite"]))
+        if "postgres" in r:
+            rows += [("PostgreSQL first load", r["postgres"]["first_load"]),
+                     ("PostgreSQL re-sync", r["postgres"]["resync"])]
+        for label, s in rows:
+            req = s["requests"]["findings_by_issue_type"]
+            cpu = s["cpu_seconds_median"]
+            lines.append(
+                f"| {int(key):,} | {label} | {s['runs']} | {_rate(s['findings_per_s_median'])} | "
+                f"{s['seconds_median']:.1f} | {'-' if math.isnan(cpu) else f'{cpu:.1f}'} | "
+                f"{', '.join(_rate(x) for x in s['findings_per_s_runs'])} | "
+                f"{req.get('sast', 0)} / {req.get('sca', 0)} | {s['peak_rss_mb_max']:.0f} | "
+                f"{s['load_average_max']:.1f} |")
+    lines += ["", "Per issue type:", ""]
+    for key in sorted(results["sizes"], key=int):
+        r = results["sizes"][key]
+        per = r["emulator"]["findings_by_issue_type"]
+        lines.append(
+            f"- N={int(key):,}: " + "; ".join(
+                f"{t} {per[t]:,} findings, target ceil({per[t]:,}/3000)+1 = {r['requests_target'][t]} requests "
+                f"(a pull needs at least {r['requests_minimal'][t]}: the full pages and one short or empty page)"
+                for t in ISSUE_TYPES))
+    runs_note = {k: v["runs"] for k, v in results["sizes"].items()}
+    lines += ["", f"Runs per figure: {runs_note}. Sizes above {LARGE:,} use fewer runs (`--runs-large`, "
+              "`--pg-runs-large`; the naive baseline once) to keep `make bench` within about 25 minutes; a "
+              "figure from one run is that run, not a median.", ""]
+    lines += ["## PostgreSQL ceiling", "",
+              "`bench/pg_ceiling.py`: the same rows, decoded by the product's `finding_rows` before timing, written "
+              "in 3000-row transactions into the product's table, by batched `execute_values` and by `COPY` into a "
+              "temporary staging table + one `INSERT ... ON CONFLICT`; no HTTP, no decoding.", "",
+              "| N | method | first load /s | re-sync /s |", "|---|---|---|---|"]
+    for key in sorted(results["sizes"], key=int):
+        c = results["sizes"][key].get("postgres_ceiling")
+        if not c:
+            continue
+        for method, v in c["methods"].items():
+            lines.append(f"| {int(key):,} | {method} | {_rate(v['first_load_per_s'])} | "
+                         f"{_rate(v.get('resync_per_s'))} |")
+        pg = results["sizes"][key]["postgres"]
+        lines.append(f"| {int(key):,} | **product end to end** | {_rate(pg['first_load']['findings_per_s_median'])} "
+                     f"| {_rate(pg['resync']['findings_per_s_median'])} |")
+    lines += ["", "## Bulk actions", ""]
+    for key in sorted(results["sizes"], key=int):
+        b = results["sizes"][key].get("bulk")
+        if not b:
+            continue
+        t, k = b["triage"], b["tickets"]
+        lines += [
+            f"Against the N={int(key):,} emulator, warehouse loaded by the product first (untimed):", "",
+            "| action | size | requests (expected) | seconds | rate |", "|---|---|---|---|---|",
+            f"| triage (`pipeline.triage`: plan, record, execute, refresh) | {t['selected']:,} findings "
+            f"(of {t['eligible']:,} eligible) | {t['requests']} ({t['expected_requests']}) | {t['seconds']:.2f} | "
+            f"{_rate(t['findings_per_s'])} findings/s |",
+            f"| tickets (`pipeline.tickets`: plan, create, record) | {k['groups']} groups, {k['findings']:,} "
+            f"findings | {k['requests']} ({k['expected_requests']}) | {k['seconds']:.2f} | "
+            f"{k['groups_per_s']:.0f} groups/s |", ""]
+    lines += ["## Airflow costs", "", "DAG parse time, each file in a fresh interpreter the way the DAG processor "
+              "parses it (`bench/dag_parse.py`: Airflow and the file's `airflow.*` imports loaded first, then the "
+              "processor's own `_parse_file`: stability check, `BundleDagBag`, serialisation):", "",
+              "| DAG file | dag ids | parse s (median) | runs |", "|---|---|---|---|"]
+    for name, p in results.get("dag_parse", {}).items():
+        lines.append(f"| `dags/{name}` | {', '.join(p['dag_ids'])} | {p['parse_s_median']:.3f} | "
+                     f"{', '.join(f'{x:.3f}' for x in p['parse_s_runs'])} |")
+    lines += ["", "Emulator serving rate (`bench/bench_emulator.py`'s `pull`: time spent in HTTP requests only; "
+              "3000-item pages):", "", "| N | served findings/s | pulled incl. client decoding /s | startup s |",
+              "|---|---|---|---|"]
+    for key in sorted(results["sizes"], key=int):
+        r = results["sizes"][key]
+        lines.append(f"| {int(key):,} | {_rate(r['serving']['served_per_s_median'])} | "
+                     f"{_rate(r['serving']['pulled_per_s_median'])} | {r['emulator']['startup_s']:.1f} |")
+    for key in sorted(results["sizes"], key=int):
+        profiles = results["sizes"][key].get("profiles")
+        if not profiles:
+            continue
+        lines += ["", f"## Profile (first load, N={int(key):,}, one extra run)", "",
+                  "Where the time of the timed section goes (profiling slows the run: shares matter, not totals)."]
+        for name, prof in profiles.items():
+            rate = prof.get("findings_per_s_while_profiled", float("nan"))
+            if prof["profiler"] == "pyinstrument":
+                lines += ["", f"{name}, pyinstrument (sampling; {_rate(rate)} findings/s while profiled):", "",
+                          "```", prof["tree"], "```"]
+                continue
+            lines += ["", f"{name}, cProfile (total {prof['total_s']:.1f} s):", "",
+                      "| function | calls | own s | share |", "|---|---|---|---|"]
+            for row in prof["top"][:12]:
+                lines.append(f"| `{row['function']}` | {row['calls']} | {row['own_s']:.2f} | {row['share']:.0%} |")
+    lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def _load(value: Any) -> str:
+    return "/".join(f"{x:.1f}" for x in value) if value else "n/a"
+
+
+def _rss_import(results: dict[str, Any]) -> float:
+    values = [r["sqlite"]["first_load"]["rss_after_import_mb_median"] for r in results["sizes"].values()]
+    return median(values)
+
+
+# --- main -------------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny N, one run (the smoke test)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--runs-large", type=int, default=3, help=f"SQLite runs for N > {LARGE:,}")
+    parser.add_argument("--pg-runs-large", type=int, default=2, help=f"PostgreSQL runs for N > {LARGE:,}")
+    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated N")
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--no-profile", dest="profile", action="store_false")
+    parser.add_argument("--dag-runs", type=int, default=3, help="fresh-interpreter parses per DAG file")
+    parser.add_argument("--triage", type=int, default=10_000, help="findings to bulk-triage")
+    parser.add_argument("--groups", type=int, default=500, help="ticket groups to create")
+    parser.add_argument("--ceiling-sample", type=int, default=100_000,
+                        help="distinct findings behind the PostgreSQL ceiling")
+    parser.add_argument("--pg-admin-url", default=os.environ.get("BENCH_PG_ADMIN_URL", DEFAULT_PG_ADMIN_URL))
+    parser.add_argument("--out-dir", default=str(BENCH_DIR), help="where results.md and results.json go")
+    parser.add_argument("--workdir", help="scratch directory (default: a new temporary one, removed after)")
+    parser.add_argument("--render", metavar="RESULTS_JSON",
+                        help="measure nothing: rewrite results.md (and the verdicts) from an earlier results.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.runs, args.runs_large, args.pg_runs_large, args.dag_runs = "9000", 1, 1, 1, 1
+        args.triage, args.groups, args.ceiling_sample = 500, 10, 9000
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.render:
+        results = json.loads(Path(args.render).read_text())
+        results["verdicts"] = verdicts(results)
+        Path(args.render).write_text(json.dumps(results, indent=2, default=str) + "\n")
+        write_markdown(results, Path(args.render).with_suffix(".md"))
+        return 0
+    # a terminated run still stops its emulator and drops its database (the `with` and `finally` blocks)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
+    started = time.perf_counter()
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="findings-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    runner = Runner(args, workdir)
+    pg_url = None if args.skip_postgres else create_pg_database(args.pg_admin_url)
+    results: dict[str, Any] = {
+        "command": " ".join(["python bench/run_all.py", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine_facts(None if args.skip_postgres else args.pg_admin_url),
+        "targets": TARGETS,
+        "settings": {k: v for k, v in vars(args).items() if k != "pg_admin_url"},
+        "postgres": "skipped (--skip-postgres)" if args.skip_postgres else ("used" if pg_url else "unreachable"),
+        "sizes": {},
+    }
+    log(f"work directory {workdir}; children's output in {runner.log_path}")
+    try:
+        results["dag_parse"] = measure_dag_parse(runner, args.dag_runs)
+        for index, size in enumerate(sizes):
+            results["sizes"][str(size)] = measure_size(runner, size, pg_url, with_bulk=index == 0)
+    finally:
+        if pg_url:
+            drop_pg_database(args.pg_admin_url, pg_url)
+    results["load_average_at_end"] = os.getloadavg()
+    results["elapsed_s"] = time.perf_counter() - started
+    results["verdicts"] = verdicts(results)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    write_markdown(results, out_dir / "results.md")
+    log(f"wrote {out_dir / 'results.md'} and {out_dir / 'results.json'} in {results['elapsed_s'] / 60:.1f} min")
+    for v in results["verdicts"]:
+        log(f"{'MET ' if v['met'] else 'MISS'} {v['target']}: {v['measured']}")
+    if not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

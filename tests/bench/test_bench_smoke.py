@@ -1,0 +1,68 @@
+"""The benchmark suite runs end to end on a tiny N and writes well-formed results (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+RUN_ALL = PROJECT / "bench" / "run_all.py"
+
+pytestmark = pytest.mark.bench
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench-results")
+    completed = subprocess.run(
+        [sys.executable, str(RUN_ALL), "--quick", "--out-dir", str(out), "--workdir", str(out / "work")],
+        cwd=PROJECT, capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(PROJECT / "plugins"), str(PROJECT / "include"), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    return out
+
+
+def test_writes_results_outside_the_committed_ones(quick_results: Path) -> None:
+    assert (quick_results / "results.md").is_file()
+    assert (quick_results / "results.json").is_file()
+
+
+def test_results_json_is_well_formed(quick_results: Path) -> None:
+    results = json.loads((quick_results / "results.json").read_text())
+    machine = results["machine"]
+    for key in ("cpu_model", "cpu_cores", "ram_gb", "python", "sqlite", "date"):
+        assert machine[key], key
+    (size,) = results["sizes"].values()
+    for backend in ("sqlite",) + (("postgres",) if results["postgres"] == "used" else ()):
+        for mode in ("first_load", "resync"):
+            figures = size[backend][mode]
+            assert figures["findings"] == size["findings"]
+            assert figures["findings_per_s_median"] > 0
+            assert figures["peak_rss_mb_max"] > 0
+            assert sum(figures["requests"]["findings_by_issue_type"].values()) > 0
+    if results["postgres"] == "used":
+        assert size["postgres_ceiling"]["best_first_load_per_s"] > 0
+    assert size["naive_sqlite"]["findings"] == size["findings"]
+    assert size["serving"]["served_per_s_median"] > 0
+    assert size["bulk"]["triage"]["requests"] >= 1
+    assert size["bulk"]["tickets"]["requests"] >= 1
+    assert results["dag_parse"]
+    assert all(not parse["import_errors"] for parse in results["dag_parse"].values())
+    assert results["verdicts"]
+    assert all(set(v) == {"target", "measured", "met", "note"} for v in results["verdicts"])
+
+
+def test_results_md_states_every_target(quick_results: Path) -> None:
+    text = (quick_results / "results.md").read_text()
+    results = json.loads((quick_results / "results.json").read_text())
+    for heading in ("## Machine", "## Targets", "## Extraction", "## Bulk actions", "## Airflow costs"):
+        assert heading in text
+    for verdict in results["verdicts"]:
+        assert verdict["target"] in text
