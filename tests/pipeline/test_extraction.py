@@ -43,7 +43,7 @@ def test_first_pull_is_complete_and_sets_the_watermark(api: FakeApi, warehouse) 
     assert datetime.fromisoformat(warehouse.get_state(extraction.watermark_key("sast"))) == newest
 
 
-def test_each_page_is_committed_before_the_next_is_requested(api: FakeApi, warehouse) -> None:
+def test_each_page_is_committed_in_its_own_transaction_in_page_order(api: FakeApi, warehouse) -> None:
     api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 251)]
     seen: list[tuple[int, int]] = []
     extraction.extract_findings(
