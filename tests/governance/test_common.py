@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from findings_provider.governance.common import as_bool, as_id_list
+from findings_provider.governance.common import as_id_list
+from findings_provider.values import as_bool
 
 
 @pytest.mark.parametrize(("value", "expected"), [(True, True), ("False", False), ("true", True), ("0", False)])
 def test_as_bool_accepts_booleans_and_rendered_strings(value, expected):
-    assert as_bool(value) is expected
+    assert as_bool(value, "dry_run") is expected
 
 
 def test_as_bool_refuses_anything_else():

@@ -20,18 +20,6 @@ XCOM_PREVIEW_ROWS = 20
 _DELETE_CHUNK = 500
 
 
-def as_bool(value: Any, name: str = "value") -> bool:
-    """A boolean from a bool or a rendered template (``"True"``, ``"false"``, ``"1"``)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"{name} = {value!r} is not a boolean; use true or false")
-
-
 def as_id_list(value: Any, name: str = "policy_ids") -> list[str] | None:
     """Numeric ids from a list, a (JSON or Python) list as text, or "1, 2"; None and "" give None."""
     if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):

@@ -9,20 +9,10 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from findings_provider.client import AsyncFindingsClient, FindingsApiError, FindingsClient
+from findings_provider.values import as_bool
 
 CONNECTION_TYPE = "findings_api"
 DEFAULT_CONN_ID = "findings_api_default"
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off", ""):
-        return False
-    raise ValueError(f"connection extra '{name}' = {value!r} is not a boolean; use true or false")
 
 
 def _number(name: str, value: Any, kind: type) -> Any:
@@ -49,11 +39,12 @@ def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
     if extra.get("max_retries") not in (None, ""):
         opts["max_retries"] = _number("max_retries", extra["max_retries"], int)
     if "allow_insecure_http" in extra:
-        opts["allow_insecure_http"] = _as_bool("allow_insecure_http", extra["allow_insecure_http"])
+        opts["allow_insecure_http"] = as_bool(extra["allow_insecure_http"], "connection extra 'allow_insecure_http'")
     verify = extra.get("verify")
     if verify not in (None, ""):
         is_flag = isinstance(verify, bool) or str(verify).strip().lower() in ("true", "false", "1", "0")
-        opts["verify"] = _as_bool("verify", verify) if is_flag else str(verify)  # else: a CA bundle path
+        # a flag, or else the path of a CA bundle
+        opts["verify"] = as_bool(verify, "connection extra 'verify'") if is_flag else str(verify)
     if extra.get("tracker_project_field"):
         opts["tracker_project_field"] = str(extra["tracker_project_field"])
     return opts

@@ -11,7 +11,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 from findings_provider.config import load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import extraction
-from findings_provider.pipeline.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
+from findings_provider.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
 
 
 class ExtractFindingsOperator(FindingsBaseOperator):

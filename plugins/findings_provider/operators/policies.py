@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from findings_provider.governance.common import as_bool, as_id_list, preview, run_identity, state_key
+from findings_provider.governance.common import as_id_list, preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.values import as_bool
 
 PROPOSAL_STATE = "policy_tuning/proposal"
 APPROVE = "Approve"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from findings_provider.governance.common import as_bool, preview, run_identity, state_key
+from findings_provider.governance.common import preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.values import as_bool
 
 PLAN_STATE = "project_settings/plan"
 

@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from findings_provider.config import load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import scans
-from findings_provider.pipeline.values import as_int, as_str_list
+from findings_provider.values import as_int, as_str_list
 
 #: Dotted paths (comma-separated) of extra notifiers every ScanFailureAlertOperator calls, e.g.
 #: ``my_company.alerts.SlackScanAlertNotifier``: a hook point that needs no DAG change.

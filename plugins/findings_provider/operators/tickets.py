@@ -8,7 +8,7 @@ from typing import Any
 from findings_provider.config import TicketPolicy, load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import tickets
-from findings_provider.pipeline.values import as_bool, as_int, as_optional_digits
+from findings_provider.values import as_bool, as_int, as_optional_digits
 
 
 class CreateTicketsOperator(FindingsBaseOperator):

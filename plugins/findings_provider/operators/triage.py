@@ -12,7 +12,7 @@ from findings_provider.config import TriagePolicy, load_pipeline_config
 from findings_provider.hooks.warehouse import FindingsWarehouseHook
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import triage
-from findings_provider.pipeline.values import as_bool, as_int_list, as_optional_int
+from findings_provider.values import as_bool, as_int_list, as_optional_int
 
 
 def _policies(policies: Sequence[TriagePolicy | dict] | None) -> list[TriagePolicy]:

@@ -1,4 +1,4 @@
-"""Coercion of templated operator inputs (native or rendered as text), with errors that name the parameter."""
+"""Coercion of templated operator inputs and connection extras (native or text), with errors naming the value."""
 
 from __future__ import annotations
 
