@@ -10,26 +10,23 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from findings_provider.client.timeutil import parse_timestamp
+
 _fromisoformat = datetime.fromisoformat
 
 
 def utc_datetime(value: object) -> datetime | None:
-    """Parse an ISO 8601 string (or take a datetime) as an aware UTC datetime; None when not a timestamp.
+    """An aware UTC datetime from an ISO 8601 string or a datetime; None when it is not a timestamp.
 
-    A value without an offset is taken as UTC: the API documents UTC and the result is never naive.
+    The parsing is the client's (``parse_timestamp``: every shape the service sends, no offset taken as UTC);
+    the warehouse only turns its refusal into NULL, because the original value stays in ``raw``.
     """
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        try:
-            moment = _fromisoformat(value)
-        except ValueError:
-            return None
-    else:
+    if not isinstance(value, (str, datetime)):
         return None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        return parse_timestamp(value)
+    except ValueError:
+        return None
 
 
 def utc_text(value: object) -> str | None:
