@@ -57,6 +57,20 @@ class Postgres:
             self.drop_database(name)
 
 
+def services_required() -> bool:
+    """True when a missing service must fail the run instead of skipping it (``.ci/run`` sets REQUIRE_SERVICES=1)."""
+    return os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False")
+
+
+def skip_or_fail(reason: str) -> None:
+    """In a test: skip with a clear reason, or fail when services are required."""
+    import pytest
+
+    if services_required():
+        pytest.fail(f"required service unavailable (REQUIRE_SERVICES=1): {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 def find_postgres() -> tuple[Postgres | None, str]:
     """The first user that can log in and create databases, or ``(None, reason)``."""
     try:

@@ -19,16 +19,6 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(Path(__file__).resolve()
 os.environ.setdefault("FINDINGS_REPORT_DIR", str(_HOME / "reports"))
 
 
-def services_required() -> bool:
-    """True when missing services must fail the run instead of skipping (``.ci/run`` sets REQUIRE_SERVICES=1)."""
-    return os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False")
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip with a clear reason, or fail when services are required."""
-    if services_required():
-        pytest.fail(f"required service unavailable (REQUIRE_SERVICES=1): {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ The run of the pipeline is done ONCE per stack (see ``run_pipeline``) and every 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time
@@ -14,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 import yaml
 
 from devtools.airflow_api import TERMINAL_RUN_STATES, AirflowApi, RunWatch
+from devtools.services import skip_or_fail  # noqa: F401 (used by the e2e tests through this module)
 from devtools.stack import PIPELINE_DAGS, REPO, Stack, StackError
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -57,15 +56,6 @@ def write_test_pipeline_config(dest_dir: Path) -> Path:
 # --- services ---------------------------------------------------------------------------------------------------
 
 
-def services_required() -> bool:
-    """``.ci/run`` sets REQUIRE_SERVICES=1: then a missing service or browser fails instead of skipping."""
-    return os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False")
-
-
-def skip_or_fail(reason: str) -> None:
-    if services_required():
-        pytest.fail(f"required service unavailable (REQUIRE_SERVICES=1): {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 # --- warehouse ------------------------------------------------------------------------------------------------

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 
-import pytest
 from findings_provider.hooks.warehouse import FindingsWarehouseHook
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import metadata
 from sqlalchemy import exc, text
 from sqlalchemy.engine import make_url
+
+from devtools.services import skip_or_fail
 
 ENV_CONN = "AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT"
 POSTGRES_URL = os.environ.get("WAREHOUSE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -78,8 +79,6 @@ def test_postgres_connection_from_environment_uri(monkeypatch):
         with engine.connect() as conn:
             assert conn.execute(text("SELECT 1")).scalar() == 1
     except exc.OperationalError as error:
-        if os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False"):
-            raise
-        pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable: {error.orig}")
+        skip_or_fail(f"PostgreSQL at {POSTGRES_URL} is unreachable: {error.orig}")
     finally:
         engine.dispose()

@@ -12,19 +12,12 @@ from findings_provider.warehouse.schema import metadata
 from sqlalchemy import exc
 from sqlalchemy.engine import Engine, make_url
 
+from devtools.services import skip_or_fail
+
 #: The PostgreSQL database the tests use; a uniquely named schema is created in it and dropped afterwards.
 POSTGRES_URL = os.environ.get("WAREHOUSE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def services_required() -> bool:
-    """True when a missing PostgreSQL must fail the run (REQUIRE_SERVICES, read as tests/conftest.py does)."""
-    return os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False")
-
-
-def _unavailable(reason: str) -> None:
-    if services_required():
-        pytest.fail(f"required service unavailable (REQUIRE_SERVICES=1): {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +31,7 @@ def postgres_schema_url() -> Iterator[str]:
             conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
     except exc.OperationalError as error:
         admin.dispose()
-        _unavailable(f"PostgreSQL at {POSTGRES_URL} is unreachable: {error.orig}")
+        skip_or_fail(f"PostgreSQL at {POSTGRES_URL} is unreachable: {error.orig}")
     try:
         yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
     finally:
