@@ -7,6 +7,7 @@ import asyncio
 import functools
 import json
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 import certifi
@@ -228,6 +229,55 @@ def test_test_connection_deployment_not_visible(monkeypatch: pytest.MonkeyPatch,
     assert ok is False
     assert "cannot resolve the deployment" in message
     assert "1/acme" in message
+
+
+def _no_deployments_route(server: Server, scans_status: int) -> Callable[[httpx.Request], httpx.Response]:
+    """A server without the (unreferenced) deployments list: 404 there, ``scans_status`` on scan search."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        server.requests.append(request)
+        if request.url.path == "/api/v1/deployments":
+            return httpx.Response(404, json={"error": "no such route"})
+        return httpx.Response(scans_status, json={"scans": [], "cursor": ""})
+
+    return answer
+
+
+def test_test_connection_falls_back_to_a_scan_search(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch)
+    transport = httpx.MockTransport(_no_deployments_route(server, 200))
+    monkeypatch.setattr(findings_api, "FindingsClient",
+                        functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is True, message
+    assert [r.url.path for r in server.requests] == ["/api/v1/deployments", "/api/v1/deployments/1/scans/search"]
+    assert json.loads(server.requests[1].content)["limit"] == 1
+    assert "deployment id 1" in message
+
+
+def test_test_connection_fallback_reports_a_token_without_api_access(
+    monkeypatch: pytest.MonkeyPatch, server: Server
+) -> None:
+    set_connection(monkeypatch)
+    transport = httpx.MockTransport(_no_deployments_route(server, 404))
+    monkeypatch.setattr(findings_api, "FindingsClient",
+                        functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "lacks Web API access" in message
+
+
+def test_test_connection_without_a_slug_needs_the_deployments_route(
+    monkeypatch: pytest.MonkeyPatch, server: Server
+) -> None:
+    set_connection(monkeypatch, extra={"deployment_slug": ""})
+    transport = httpx.MockTransport(_no_deployments_route(server, 200))
+    monkeypatch.setattr(findings_api, "FindingsClient",
+                        functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False  # the slug cannot be resolved: no fallback hides that
+    assert "HTTP 404" in message
+    assert [r.url.path for r in server.requests] == ["/api/v1/deployments"]
 
 
 def test_token_is_masked(monkeypatch: pytest.MonkeyPatch, server: Server, masked: list) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from findings_provider.client import AsyncFindingsClient, FindingsApiError, FindingsClient
+from findings_provider.client import AsyncFindingsClient, FindingsApiError, FindingsClient, NotFoundError
 from findings_provider.values import as_bool
 
 CONNECTION_TYPE = "findings_api"
@@ -105,18 +105,27 @@ class FindingsApiHook(BaseHook):
             del self.__dict__["client"]
 
     def test_connection(self) -> tuple[bool, str]:
-        """One cheap authenticated call: list deployments and resolve the configured one."""
+        """One cheap authenticated call: list deployments and resolve the configured one.
+
+        The deployments list is not in the API reference. When both the id and the slug are configured and that
+        route is not found, a one-item scan search (a documented, deployment-scoped call) proves the token and
+        the deployment id instead.
+        """
         try:
             client = self.client
-            deployment = client.resolve_deployment()
+            try:
+                deployment = client.resolve_deployment()
+                reached = f"deployment {deployment.slug!r} (id {deployment.id})"
+            except NotFoundError:
+                if not (client.deployment_id and client.deployment_slug):
+                    raise
+                client.search_scans(limit=1)
+                reached = f"deployment id {client.deployment_id} (slug {client.deployment_slug!r} not checked)"
         except (FindingsApiError, ValueError) as exc:
             return False, f"Connection failed: {exc}"
         finally:
             self.close()
-        return True, (
-            f"Connected to {client.base_url}: deployment {deployment.slug!r} (id {deployment.id}) "
-            "reachable with Web API access"
-        )
+        return True, f"Connected to {client.base_url}: {reached} reachable with Web API access"
 
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
