@@ -1,6 +1,6 @@
 """``dag.test()`` runs of the pipeline DAGs in a long-lived subprocess with its own migrated AIRFLOW_HOME.
 
-The approach of ``tests/dags/test_pipeline_dags.py``: the subprocess reads one JSON command per line and runs
+Used by the chaos, security and DAG suites. The subprocess reads one JSON command per line and runs
 one DAG per command, so the test session's own Airflow settings stay untouched. Added here: per-run environment
 changes (the API connection, with fast retry settings, or another token), task retries switched off (a failing
 task fails the run at once: "fails loudly"; the test reruns), and everything printed kept for the token scan.
@@ -49,7 +49,15 @@ RUNNER = textwrap.dedent(
                     task.retries = command["retries"]
                     task.retry_delay = timedelta(seconds=0)
             run = dag.test(run_conf=command.get("conf") or {}, mark_success_pattern=command.get("mark_success"))
-            result = {"state": str(run.state), "run_id": run.run_id,
+            from airflow.models.asset import AssetEvent, AssetModel
+            from airflow.utils.session import create_session
+            from sqlalchemy import select
+            with create_session() as session:
+                events = session.execute(
+                    select(AssetModel.uri).join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
+                    .where(AssetEvent.source_dag_id == run.dag_id, AssetEvent.source_run_id == run.run_id)
+                ).scalars().all()
+            result = {"state": str(run.state), "run_id": run.run_id, "asset_events": sorted(events),
                       "tis": {f"{ti.task_id}" + (f"[{ti.map_index}]" if ti.map_index >= 0 else ""): str(ti.state)
                               for ti in run.get_task_instances()}}
         except Exception as exc:
@@ -67,6 +75,8 @@ class RunResult:
     error: str | None = None
     message: str = ""
     run_id: str | None = None
+    #: URIs of the Asset events the run emitted.
+    asset_events: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -111,7 +121,8 @@ class Stack:
                 self.outputs.append(output)
                 data = json.loads(line[7:])
                 return RunResult(data.get("state"), data.get("tis") or {}, output, data.get("error"),
-                                 data.get("message", "") + data.get("trace", ""), data.get("run_id"))
+                                 data.get("message", "") + data.get("trace", ""), data.get("run_id"),
+                                 data.get("asset_events") or [])
             lines.append(line)
         raise TimeoutError(f"{dag_id} did not finish in {timeout} s")
 
@@ -131,8 +142,11 @@ class Stack:
 
 @contextmanager
 def dag_stack(work: Path, emulator: EmulatorProcess, *, config: dict[str, Any] | None = None,
-              suite: str = "chaos") -> Iterator[Stack]:
-    """Start the runner against ``emulator``; ``config`` is merged into a copy of include/pipeline.yaml."""
+              suite: str = "chaos", api_extra: dict[str, Any] | None = None) -> Iterator[Stack]:
+    """Start the runner against ``emulator``; ``config`` is merged into a copy of include/pipeline.yaml.
+
+    ``api_extra`` overrides the API connection's extras (default: fast retries, ``timeout`` 1 s, for fault runs).
+    """
     home = work / "airflow_home"
     home.mkdir(parents=True, exist_ok=True)
     pipeline = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
@@ -150,7 +164,9 @@ def dag_stack(work: Path, emulator: EmulatorProcess, *, config: dict[str, Any] |
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "AIRFLOW_CONN_FINDINGS_API_DEFAULT": api_connection(emulator, timeout=1.0, max_retries=3),
+        "AIRFLOW_CONN_FINDINGS_API_DEFAULT": api_connection(
+            emulator, **{"token": emulator.token, "timeout": 1.0, "max_retries": 3, **(api_extra or {})}
+        ),
         "AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT": warehouse_uri(warehouse),
         "FINDINGS_PIPELINE_CONFIG": str(config_path),
         "FINDINGS_REPORT_DIR": str(reports),

@@ -12,13 +12,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from chaos.dagrun import dag_stack
 from findings_emulator.testing import EmulatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,106 +185,15 @@ def test_dag_files_do_no_io_or_heavy_imports_at_module_level() -> None:
 
 # --- dag.test() runs against the emulator --------------------------------------------------------------------------
 
-RUNNER = textwrap.dedent(
-    """
-    import json, sys, traceback
-    from airflow.dag_processing.dagbag import DagBag
-
-    for line in sys.stdin:
-        command = json.loads(line)
-        try:
-            bag = DagBag(dag_folder=command["path"])
-            dag = bag.dags[command["dag_id"]]
-            run = dag.test(run_conf=command.get("conf") or {}, mark_success_pattern=command.get("mark_success"))
-            from airflow.models.asset import AssetEvent, AssetModel
-            from airflow.utils.session import create_session
-            from sqlalchemy import select
-            with create_session() as session:
-                events = session.execute(
-                    select(AssetModel.uri).join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
-                    .where(AssetEvent.source_dag_id == run.dag_id, AssetEvent.source_run_id == run.run_id)
-                ).scalars().all()
-            result = {"state": str(run.state), "asset_events": sorted(events),
-                      "tis": {f"{ti.task_id}" + (f"[{ti.map_index}]" if ti.map_index >= 0 else ""): str(ti.state)
-                              for ti in run.get_task_instances()}}
-        except Exception as exc:
-            result = {"error": type(exc).__name__, "message": str(exc), "trace": traceback.format_exc()[-2000:]}
-        print("RESULT " + json.dumps(result), flush=True)
-    """
-)
-
-
-class DagRunner:
-    """A subprocess that runs ``dag.test()`` for one DAG per command and reports task states and output."""
-
-    def __init__(self, env: dict[str, str], workdir: Path) -> None:
-        script = workdir / "runner.py"
-        script.write_text(RUNNER)
-        self.errors = open(workdir / "runner.stderr", "w")
-        self.process = subprocess.Popen([PYTHON, str(script)], env=env, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=self.errors, text=True, bufsize=1)
-
-    def run(self, dag_id: str, conf: dict[str, Any] | None = None, mark_success: str | None = None,
-            timeout: float = 180) -> tuple[dict[str, Any], str]:
-        command = {"dag_id": dag_id, "path": str(DAGS / f"{dag_id}.py"), "conf": conf, "mark_success": mark_success}
-        assert self.process.stdin
-        assert self.process.stdout
-        self.process.stdin.write(json.dumps(command) + "\n")
-        self.process.stdin.flush()
-        lines: list[str] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError("the dag.test runner exited:\n" + "".join(lines[-50:]))
-            if line.startswith("RESULT "):
-                return json.loads(line[7:]), "".join(lines)
-            lines.append(line)
-        raise TimeoutError(f"{dag_id} did not finish in {timeout} s")
-
-    def close(self) -> None:
-        if self.process.stdin:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.errors.close()
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Emulator + migrated metadata DB + warehouse file + a test copy of pipeline.yaml + the runner."""
+    """Emulator + the shared ``dag.test()`` runner (migrated metadata DB, warehouse file, test pipeline.yaml)."""
     work = tmp_path_factory.mktemp("dag_test")
-    home = work / "airflow_home"
-    home.mkdir()
-    config = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
-    config["scan_monitoring"].update(sensor_poke_interval=0.5, sensor_timeout=120)
-    config_path = work / "pipeline.yaml"
-    config_path.write_text(yaml.safe_dump(config))
-    (work / "projects.yaml").write_text((ROOT / "include" / "projects.yaml").read_text())
-    warehouse_path = work / "warehouse.db"
-    with EmulatorProcess(findings=600, extra_args=("--scan-duration", "2")) as emu:
-        env = {
-            **os.environ,
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_FINDINGS_API_DEFAULT": json.dumps({
-                "conn_type": "findings_api", "host": emu.base_url, "password": emu.token,
-                "extra": {"deployment_slug": emu.deployment_slug, "deployment_id": emu.deployment_id}}),
-            "AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT": f"sqlite:///{warehouse_path}",
-            "FINDINGS_PIPELINE_CONFIG": str(config_path),
-            "FINDINGS_REPORT_DIR": str(work / "reports"),
-        }
-        subprocess.run([str(Path(PYTHON).parent / "airflow"), "db", "migrate"], env=env, check=True,
-                       capture_output=True, timeout=300)
-        runner = DagRunner(env, work)
-        try:
-            yield {"emulator": emu, "runner": runner, "warehouse": warehouse_path, "work": work}
-        finally:
-            runner.close()
+    with EmulatorProcess(findings=600, extra_args=("--scan-duration", "2")) as emu, dag_stack(
+        work, emu, config={"scan_monitoring": {"sensor_poke_interval": 0.5, "sensor_timeout": 120}},
+        suite="dags", api_extra={"timeout": 30.0, "max_retries": 4},
+    ) as runner:
+        yield {"emulator": emu, "runner": runner, "warehouse": runner.warehouse, "work": work}
 
 
 def warehouse_of(stack: dict[str, Any]) -> Any:
@@ -324,12 +232,12 @@ pytestmark_dag_test = pytest.mark.integration
 def test_bad_params_fail_the_run_at_once(stack: dict[str, Any]) -> None:
     emu, runner = stack["emulator"], stack["runner"]
     seq = last_seq(emu)
-    result, _ = runner.run("findings_extraction", {"issue_types": ["bogus"]})
-    assert result["error"] == "ParamValidationError"
-    assert "param issue_types" in result["message"]
-    result, _ = runner.run("autotriage_triage", {"approval_threshold": -1})
-    assert result["error"] == "ParamValidationError"
-    assert "param approval_threshold" in result["message"]
+    result = runner.run("findings_extraction", {"issue_types": ["bogus"]})
+    assert result.error == "ParamValidationError"
+    assert "param issue_types" in result.message
+    result = runner.run("autotriage_triage", {"approval_threshold": -1})
+    assert result.error == "ParamValidationError"
+    assert "param approval_threshold" in result.message
     assert log_since(emu, seq) == []  # nothing ran
 
 
@@ -341,21 +249,21 @@ def test_scan_monitoring_waits_alerts_and_publishes(stack: dict[str, Any]) -> No
     errors = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after=20, final_status="SCAN_STATUS_ERROR",
                              exit_code=5, branch="feature/broken")
     seq = last_seq(emu)
-    result, output = runner.run("scan_monitoring")
+    result = runner.run("scan_monitoring")
 
-    tis = result["tis"]
+    tis = result.tis
     sensors = {k: v for k, v in tis.items() if k.startswith("wait_for_scan[")}
     assert len(sensors) >= 2, result
     assert set(sensors.values()) == {"success"}
     assert (tis["search_scans"], tis["refresh_scans"], tis["publish_scans"]) == ("success",) * 3
-    assert result["asset_events"] == ["findings://warehouse/scans"]  # scans completed: the next stage starts
+    assert result.asset_events == ["findings://warehouse/scans"]  # scans completed: the next stage starts
     assert tis["alert_failed_scans"] == "failed"
-    assert result["state"] == "failed"
-    assert f"scan {errors['id']} SCAN_STATUS_ERROR" in output
-    assert "branch feature/broken" in output
-    assert f"commit {errors['commit']}" in output
-    assert "exit code 5" in output
-    assert "CI job https://" in output  # generated failures carry their CI job URL
+    assert result.state == "failed"
+    assert f"scan {errors['id']} SCAN_STATUS_ERROR" in result.output
+    assert "branch feature/broken" in result.output
+    assert f"commit {errors['commit']}" in result.output
+    assert "exit code 5" in result.output
+    assert "CI job https://" in result.output  # generated failures carry their CI job URL
     gets = {r["path"].rsplit("/", 1)[1] for r in log_since(emu, seq, "scan_get")}
     assert {str(completes["id"]), str(errors["id"])} <= gets  # the sensors polled the scans
 
@@ -365,22 +273,22 @@ def test_scan_monitoring_waits_alerts_and_publishes(stack: dict[str, Any]) -> No
     assert status[str(errors["id"])] == "SCAN_STATUS_ERROR"
     assert warehouse.get_state("scan_monitoring.watermark") is not None
 
-    again, output = runner.run("scan_monitoring")
-    assert again["tis"]["alert_failed_scans"] == "success"  # already alerted by the previous run
-    assert again["tis"]["publish_scans"] == "success"
-    assert again["asset_events"] == []  # nothing newly completed: no event, and every other task is green
-    assert [k for k, v in again["tis"].items() if v != "success"] == ["wait_for_scan"]  # nothing to wait for
+    again = runner.run("scan_monitoring")
+    assert again.tis["alert_failed_scans"] == "success"  # already alerted by the previous run
+    assert again.tis["publish_scans"] == "success"
+    assert again.asset_events == []  # nothing newly completed: no event, and every other task is green
+    assert [k for k, v in again.tis.items() if v != "success"] == ["wait_for_scan"]  # nothing to wait for
 
 
 @pytest.mark.integration
 def test_findings_extraction_fills_the_warehouse_once(stack: dict[str, Any]) -> None:
     emu, runner = stack["emulator"], stack["runner"]
     seq = last_seq(emu)
-    result, output = runner.run("findings_extraction")
-    assert result["state"] == "success", result
-    assert result["tis"] == {"extract_findings": "success", "publish_findings": "success",
+    result = runner.run("findings_extraction")
+    assert result.state == "success", result.message or result.tis
+    assert result.tis == {"extract_findings": "success", "publish_findings": "success",
                              "summarize_findings": "success"}
-    assert result["asset_events"] == ["findings://warehouse/findings"]
+    assert result.asset_events == ["findings://warehouse/findings"]
     counts = emu.stats()["counts"]["findings"]
     warehouse = warehouse_of(stack)
     assert warehouse.count_findings("sast") == counts["sast"]
@@ -391,16 +299,16 @@ def test_findings_extraction_fills_the_warehouse_once(stack: dict[str, Any]) -> 
     report = stack["work"] / "reports" / "findings_summary.html"
     assert report.exists()
     assert "Open findings" in report.read_text()
-    assert "Open findings by severity and issue type" in output
+    assert "Open findings by severity and issue type" in result.output
 
     seq = last_seq(emu)
-    again, _ = runner.run("findings_extraction", {"issue_types": ["sast", "sca", "secrets"]})
-    assert again["asset_events"] == ["findings://warehouse/findings"]  # the secrets are new
+    again = runner.run("findings_extraction", {"issue_types": ["sast", "sca", "secrets"]})
+    assert again.asset_events == ["findings://warehouse/findings"]  # the secrets are new
     assert warehouse.count_findings("secrets") == counts["secrets"]
     assert all("since" in r["query"] for r in log_since(emu, seq, "findings"))
-    third, _ = runner.run("findings_extraction")
-    assert third["state"] == "success"
-    assert third["asset_events"] == []  # nothing new: the next stage is not started
+    third = runner.run("findings_extraction")
+    assert third.state == "success"
+    assert third.asset_events == []  # nothing new: the next stage is not started
     total = scalar(warehouse, "SELECT count(*) FROM findings")
     assert total == scalar(warehouse, "SELECT count(*) FROM (SELECT DISTINCT issue_type, id FROM findings)")
     assert total == sum(counts.values())
@@ -415,21 +323,21 @@ def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
     assert expected
 
     seq = last_seq(emu)
-    dry, _ = runner.run("autotriage_triage", {"dry_run": True})
-    assert dry["state"] == "success"
-    assert dry["tis"]["approve_triage"] == "skipped"
-    assert dry["asset_events"] == []  # a dry run does not start ticket creation
+    dry = runner.run("autotriage_triage", {"dry_run": True})
+    assert dry.state == "success"
+    assert dry.tis["approve_triage"] == "skipped"
+    assert dry.asset_events == []  # a dry run does not start ticket creation
     assert log_since(emu, seq, "triage") == []
     warehouse = warehouse_of(stack)
     assert scalar(warehouse, "SELECT count(*) FROM triage_actions WHERE dry_run = 1 AND status = 'planned'") >= 1
 
     seq = last_seq(emu)
-    result, _ = runner.run("autotriage_triage", {"approval_threshold": 0}, mark_success="approve_triage")
-    assert result["state"] == "success", result
-    assert result["tis"]["check_approval"] == "success"
-    assert result["tis"]["approve_triage"] == "success"
-    assert result["tis"]["bulk_triage"] == "success"
-    assert result["asset_events"] == ["findings://warehouse/triage_actions"]
+    result = runner.run("autotriage_triage", {"approval_threshold": 0}, mark_success="approve_triage")
+    assert result.state == "success", result.message or result.tis
+    assert result.tis["check_approval"] == "success"
+    assert result.tis["approve_triage"] == "success"
+    assert result.tis["bulk_triage"] == "success"
+    assert result.asset_events == ["findings://warehouse/triage_actions"]
     sent = log_since(emu, seq, "triage")
     assert sorted(i for r in sent for i in r["body"]["issue_ids"]) == sorted(expected)
     assert all(r["body"]["new_triage_state"] == "ignored" and r["body"]["new_triage_reason"] == "false_positive"
@@ -440,9 +348,9 @@ def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
     assert warehouse.count_findings("sast", status="open", autotriage_verdict="false_positive") == 0
 
     seq = last_seq(emu)
-    nothing, _ = runner.run("autotriage_triage", {"approval_threshold": 0})
-    assert nothing["tis"]["approve_triage"] == "skipped"  # an empty selection needs no approval
-    assert nothing["asset_events"] == ["findings://warehouse/triage_actions"]  # tickets follow every triage run
+    nothing = runner.run("autotriage_triage", {"approval_threshold": 0})
+    assert nothing.tis["approve_triage"] == "skipped"  # an empty selection needs no approval
+    assert nothing.asset_events == ["findings://warehouse/triage_actions"]  # tickets follow every triage run
     assert log_since(emu, seq, "triage") == []
 
 
@@ -451,14 +359,14 @@ def test_ticket_creation_tickets_each_finding_once(stack: dict[str, Any]) -> Non
     emu, runner = stack["emulator"], stack["runner"]
     client = api_client(emu)
     seq = last_seq(emu)
-    dry, _ = runner.run("ticket_creation", {"dry_run": True})
-    assert dry["state"] == "success"
-    assert dry["asset_events"] == []
+    dry = runner.run("ticket_creation", {"dry_run": True})
+    assert dry.state == "success"
+    assert dry.asset_events == []
     assert log_since(emu, seq, "tickets") == []
 
-    result, _ = runner.run("ticket_creation", {"tracker_project_id": "4242"})
-    assert result["state"] == "success"
-    assert result["asset_events"] == ["findings://warehouse/ticket_actions"]
+    result = runner.run("ticket_creation", {"tracker_project_id": "4242"})
+    assert result.state == "success"
+    assert result.asset_events == ["findings://warehouse/ticket_actions"]
     posts = log_since(emu, seq, "tickets")
     assert posts
     assert all(p["body"]["tracker_project_id"] == "4242" and p["body"]["group_issues"] is True for p in posts)
@@ -473,7 +381,7 @@ def test_ticket_creation_tickets_each_finding_once(stack: dict[str, Any]) -> Non
     assert scalar(warehouse, "SELECT count(*) FROM ticket_actions WHERE outcome = 'succeeded'") == len(sent)
 
     seq = last_seq(emu)
-    again, _ = runner.run("ticket_creation")
-    assert again["state"] == "success"
-    assert again["asset_events"] == []
+    again = runner.run("ticket_creation")
+    assert again.state == "success"
+    assert again.asset_events == []
     assert log_since(emu, seq, "tickets") == []
