@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -128,6 +129,18 @@ class EmulatorProcess:
     def client(self, **kwargs: Any) -> httpx.Client:
         """An httpx client for the API with the token set (the caller closes it)."""
         return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {self.token}"}, **kwargs)
+
+    def connection_json(self, *, token: str | None = None, **extra: Any) -> str:
+        """An ``AIRFLOW_CONN_*`` value (JSON) of a ``findings_api`` connection to this emulator.
+
+        ``token`` replaces the emulator's token; ``extra`` adds connection extras (``timeout``, ``max_retries``...).
+        """
+        return json.dumps({
+            "conn_type": "findings_api",
+            "host": self.base_url,
+            "password": self.token if token is None else token,
+            "extra": {"deployment_slug": self.deployment_slug, "deployment_id": self.deployment_id, **extra},
+        })
 
     def _admin_call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._admin.request(method, f"/_emulator/{path}", **kwargs)

@@ -92,6 +92,20 @@ def fetch_findings(emu: EmulatorProcess, issue_type: str, **params: Any) -> dict
             page += 1
 
 
+def ticket_selection(emu: EmulatorProcess) -> dict[int, str]:
+    """Findings the default ticket policies select (open, no ticket, need work) -> issue type."""
+    chosen: dict[int, str] = {}
+    for issue_type in ("sast", "sca"):
+        for i, f in fetch_findings(emu, issue_type).items():
+            verdict = ((f.get("assistant") or {}).get("autotriage") or {}).get("verdict")
+            needs_work = (verdict == "true_positive" if issue_type == "sast"
+                          else f.get("reachability") in ("reachable", "always_reachable"))
+            if f["status"] == "open" and f.get("external_ticket") is None and needs_work \
+                    and f["severity"] in ("high", "critical"):
+                chosen[i] = issue_type
+    return chosen
+
+
 def ground_truth(
     emu: EmulatorProcess, issue_types: Iterable[str] = ISSUE_TYPES
 ) -> dict[tuple[str, int], dict[str, Any]]:
@@ -304,13 +318,8 @@ def assert_no_double_tickets(emu: EmulatorProcess) -> None:
 
 def api_connection(emu: EmulatorProcess, *, token: str = TOKEN, timeout: float = 1.0, max_retries: int = 4,
                    **extra: Any) -> str:
-    return json.dumps({
-        "conn_type": "findings_api",
-        "host": emu.base_url,
-        "password": token,
-        "extra": {"deployment_slug": emu.deployment_slug, "deployment_id": emu.deployment_id,
-                  "timeout": timeout, "max_retries": max_retries, **extra},
-    })
+    """The emulator's connection with the chaos suites' token and fast client retries."""
+    return emu.connection_json(token=token, timeout=timeout, max_retries=max_retries, **extra)
 
 
 def warehouse_uri(path: Path) -> str:

@@ -39,6 +39,7 @@ from chaos.harness import (
     settle,
     tally,
     ticket_counts,
+    ticket_selection,
     wait_until,
     warehouse_findings,
     warehouse_rows,
@@ -228,19 +229,6 @@ def test_triage_killed_mid_batch_then_rerun_triages_exactly_the_selection(fresh:
 
 
 # --- tickets --------------------------------------------------------------------------------------------------------
-
-
-def ticket_selection(emu: EmulatorProcess) -> dict[int, str]:
-    chosen: dict[int, str] = {}
-    for issue_type in ("sast", "sca"):
-        for i, f in fetch_findings(emu, issue_type).items():
-            verdict = ((f.get("assistant") or {}).get("autotriage") or {}).get("verdict")
-            needs_work = (verdict == "true_positive" if issue_type == "sast"
-                          else f.get("reachability") in ("reachable", "always_reachable"))
-            if f["status"] == "open" and f.get("external_ticket") is None and needs_work \
-                    and f["severity"] in ("high", "critical"):
-                chosen[i] = issue_type
-    return chosen
 
 
 @pytest.mark.parametrize("crash", ["request-in-flight", "response-not-recorded"])

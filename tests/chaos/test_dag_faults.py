@@ -38,6 +38,7 @@ from chaos.harness import (
     start_emulator,
     tally,
     ticket_counts,
+    ticket_selection,
     warehouse_findings,
     warehouse_rows,
     warehouse_state,
@@ -215,20 +216,6 @@ def test_triage_under_faults_touches_exactly_the_policy_selection(stack: Stack, 
 
 
 # --- ticket_creation ----------------------------------------------------------------------------------------------
-
-
-def ticket_selection(emu: EmulatorProcess) -> dict[int, str]:
-    """Findings the default ticket policies select (open, no ticket, need work) -> issue type."""
-    chosen: dict[int, str] = {}
-    for issue_type in ("sast", "sca"):
-        for i, f in fetch_findings(emu, issue_type).items():
-            verdict = ((f.get("assistant") or {}).get("autotriage") or {}).get("verdict")
-            needs_work = (verdict == "true_positive" if issue_type == "sast"
-                          else f.get("reachability") in ("reachable", "always_reachable"))
-            if f["status"] == "open" and f.get("external_ticket") is None and needs_work \
-                    and f["severity"] in ("high", "critical"):
-                chosen[i] = issue_type
-    return chosen
 
 
 TICKET_SCENARIOS = {

@@ -13,7 +13,6 @@ sharing the metadata database). The approval runs here answer from a thread the 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -52,14 +51,8 @@ def emulator() -> Iterator[Any]:
 def environment(emulator, tmp_path_factory) -> Iterator[Warehouse]:
     """Connections to the emulator and a fresh warehouse, and the Airflow metadata database; yields the warehouse."""
     path = tmp_path_factory.mktemp("governance") / "warehouse.db"
-    api = {
-        "conn_type": "findings_api",
-        "host": emulator.base_url,
-        "password": emulator.token,
-        "extra": {"deployment_slug": emulator.deployment_slug, "deployment_id": emulator.deployment_id},
-    }
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps(api))
+        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emulator.connection_json())
         mp.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{path}")
         from airflow.utils.db import initdb
 

@@ -5,7 +5,6 @@ Operators run with their connections given as ``AIRFLOW_CONN_*`` environment var
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,13 +61,7 @@ def client(emulator: Any) -> Iterator[FindingsClient]:
 def connections(emulator: Any, warehouse: Warehouse, warehouse_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default API and warehouse connections, as ``AIRFLOW_CONN_*`` variables naming the emulator and
     the test's warehouse file."""
-    api = {
-        "conn_type": "findings_api",
-        "host": emulator.base_url,
-        "password": emulator.token,
-        "extra": {"deployment_slug": emulator.deployment_slug, "deployment_id": emulator.deployment_id},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps(api))
+    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emulator.connection_json())
     monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
 
 

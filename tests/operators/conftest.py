@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,9 +33,7 @@ def make_context(run_id: str = "manual__1") -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorProcess]:
     with EmulatorProcess(findings=400) as emu, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps({
-            "conn_type": "findings_api", "host": emu.base_url, "password": emu.token,
-            "extra": {"deployment_slug": emu.deployment_slug, "deployment_id": emu.deployment_id}}))
+        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emu.connection_json())
         yield emu
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,9 +26,7 @@ class FakeTaskInstance:
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorProcess]:
     with EmulatorProcess(findings=100) as emu, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", json.dumps({
-            "conn_type": "findings_api", "host": emu.base_url, "password": emu.token,
-            "extra": {"deployment_slug": emu.deployment_slug, "deployment_id": emu.deployment_id}}))
+        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emu.connection_json())
         yield emu
 
 
