@@ -33,7 +33,7 @@ from datetime import timedelta
 from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import FINDINGS, TRIAGE
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings
+from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.triage import (
     ApprovalBranchOperator,
@@ -53,12 +53,7 @@ with DAG(
     **dag_settings(CONFIG, schedule=CFG.schedule, assets=FINDINGS),
     doc_md=__doc__,
     params={
-        "dry_run": Param(
-            CFG.dry_run,
-            type="boolean",
-            title="Dry run",
-            description="Record the plan in triage_actions without calling the API.",
-        ),
+        "dry_run": dry_run_param(CFG.dry_run, "Record the plan in triage_actions without calling the API."),
         "approval_threshold": Param(
             CFG.approval_threshold,
             type=["null", "integer"],

@@ -13,9 +13,9 @@ from findings_provider.operators.dependencies import (
     ExtractDependencyRepositoriesOperator,
 )
 
-CFG = load_pipeline_config()
-SETTINGS = CFG.dependency_inventory
-FILTER = dependency_filter(SETTINGS.filters)
+CONFIG = load_pipeline_config()
+CFG = CONFIG.dependency_inventory
+FILTER = dependency_filter(CFG.filters)
 
 DOC = """
 ### Dependency inventory
@@ -38,25 +38,25 @@ version range); they are sent to the API as its `dependencyFilter`.
 with DAG(
     dag_id="dependency_inventory",
     description="Pull the dependency inventory into the warehouse and report on it",
-    **dag_settings(CFG, schedule=SETTINGS.schedule),
+    **dag_settings(CONFIG, schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "dependencies"],
 ) as dag:
     dependencies = ExtractDependenciesOperator(
         task_id="extract_dependencies",
-        **conn_ids(CFG),
-        page_size=SETTINGS.page_size,
+        **conn_ids(CONFIG),
+        page_size=CFG.page_size,
         dependency_filter=FILTER,
         outlets=[DEPENDENCIES],
     )
     repositories = ExtractDependencyRepositoriesOperator(
         task_id="extract_dependency_repositories",
-        **conn_ids(CFG),
-        page_size=SETTINGS.repositories_page_size,
+        **conn_ids(CONFIG),
+        page_size=CFG.repositories_page_size,
         dependency_filter=FILTER,
     )
     report = DependencyReportOperator(
         task_id="dependency_report",
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
     )
     [dependencies, repositories] >> report

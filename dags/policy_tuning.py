@@ -9,7 +9,7 @@ from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 from findings_provider.assets import POLICY_RULES
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings
+from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
 from findings_provider.governance.policy_tuning import approval_needed
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
@@ -17,8 +17,8 @@ from findings_provider.operators.policies import (
     ProposePolicyChangesOperator,
 )
 
-CFG = load_pipeline_config()
-SETTINGS = CFG.policy_tuning
+CONFIG = load_pipeline_config()
+CFG = CONFIG.policy_tuning
 
 DOC = """
 ### Policy tuning
@@ -52,17 +52,13 @@ them.
 with DAG(
     dag_id="policy_tuning",
     description="Propose, and on approval apply, rule mode changes from triage statistics",
-    **dag_settings(CFG, schedule=SETTINGS.schedule),
+    **dag_settings(CONFIG, schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "policies"],
     params={
-        "dry_run": Param(
-            SETTINGS.dry_run,
-            type="boolean",
-            description="Propose and report only: nothing changes and no approval is asked.",
-        ),
+        "dry_run": dry_run_param(CFG.dry_run, "Propose and report only: nothing changes and no approval is asked."),
         "policies": Param(
-            SETTINGS.policies or None,
+            CFG.policies or None,
             type=["null", "array"],
             items={"type": "string", "pattern": "^[0-9]+$"},
             uniqueItems=True,
@@ -72,13 +68,13 @@ with DAG(
 ) as dag:
     list_rules = ListPolicyRulesOperator(
         task_id="list_policy_rules",
-        **conn_ids(CFG),
+        **conn_ids(CONFIG),
         policy_ids="{{ params.policies }}",
         outlets=[POLICY_RULES],
     )
     propose = ProposePolicyChangesOperator(
         task_id="propose_policy_changes",
-        warehouse_conn_id=CFG.connections.warehouse_conn_id,
+        warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
         policy_ids=list_rules.output["policy_ids"],
         dry_run="{{ params.dry_run }}",
     )
@@ -96,7 +92,7 @@ with DAG(
     )
     apply = ApplyPolicyChangesOperator(
         task_id="apply_policy_changes",
-        **conn_ids(CFG),
+        **conn_ids(CONFIG),
         propose_task_id="propose_policy_changes",
         approval_task_id="approve_policy_changes",
         dry_run="{{ params.dry_run }}",

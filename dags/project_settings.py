@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings
+from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
 
-CFG = load_pipeline_config()
-SETTINGS = CFG.project_settings
+CONFIG = load_pipeline_config()
+CFG = CONFIG.project_settings
 
 DOC = """
 ### Project settings as code
@@ -34,24 +34,20 @@ entry without `tags` leaves a project's tags alone.
 with DAG(
     dag_id="project_settings",
     description="Make projects' tags and managed-scan settings match include/projects.yaml",
-    **dag_settings(CFG, schedule=SETTINGS.schedule),
+    **dag_settings(CONFIG, schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "projects"],
     params={
-        "dry_run": Param(
-            SETTINGS.dry_run,
-            type="boolean",
-            description="Print the plan and change nothing.",
-        ),
+        "dry_run": dry_run_param(CFG.dry_run, "Print the plan and change nothing."),
     },
 ) as dag:
     plan = ProjectSettingsPlanOperator(
         task_id="plan_project_settings",
-        **conn_ids(CFG),
+        **conn_ids(CONFIG),
     )
     apply = ApplyProjectSettingsOperator(
         task_id="apply_project_settings",
-        **conn_ids(CFG),
+        **conn_ids(CONFIG),
         plan_task_id="plan_project_settings",
         dry_run="{{ params.dry_run }}",
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param
 from findings_provider.assets import TICKETS, TRIAGE
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings
+from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.tickets import CreateTicketsOperator
 
@@ -42,12 +42,7 @@ with DAG(
     **dag_settings(CONFIG, schedule=CFG.schedule, assets=TRIAGE),
     doc_md=__doc__,
     params={
-        "dry_run": Param(
-            CFG.dry_run,
-            type="boolean",
-            title="Dry run",
-            description="Record the plan in ticket_actions without calling the API.",
-        ),
+        "dry_run": dry_run_param(CFG.dry_run, "Record the plan in ticket_actions without calling the API."),
         "tracker_project_id": Param(
             CFG.tracker_project_id,
             type=["null", "string"],

@@ -58,3 +58,10 @@ def conn_ids(config: Any) -> dict[str, str]:
         "findings_conn_id": config.connections.api_conn_id,
         "warehouse_conn_id": config.connections.warehouse_conn_id,
     }
+
+
+def dry_run_param(default: bool, description: str) -> Any:
+    """The ``dry_run`` param of a DAG's trigger form (boolean, titled alike in every DAG)."""
+    from airflow.sdk import Param
+
+    return Param(default, type="boolean", title="Dry run", description=description)
