@@ -25,17 +25,13 @@ import math
 import time
 from typing import Any
 
-from common import ISSUE_TYPES, peak_rss_mb, reset_database, write_json
+from common import ISSUE_TYPES, emulator_arguments, peak_rss_mb, reset_database, write_json
 from extract_product import count_requests, emulator_requests
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base-url", required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--slug", required=True)
-    parser.add_argument("--deployment-id", required=True)
-    parser.add_argument("--database-url", required=True)
+    emulator_arguments(parser)
     parser.add_argument("--triage", type=int, default=10_000, help="findings to triage")
     parser.add_argument("--groups", type=int, default=500, help="ticket groups to create")
     parser.add_argument("--out", required=True)

@@ -32,6 +32,16 @@ DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # --- inside a child ----------------------------------------------------------------------------------------------
 
 
+def emulator_arguments(parser: Any, *, deployment_id: bool = True) -> None:
+    """The command-line arguments every benchmark child takes: where the emulator and the database are."""
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--slug", required=True)
+    if deployment_id:
+        parser.add_argument("--deployment-id", required=True)
+    parser.add_argument("--database-url", required=True)
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MB (Linux reports ``ru_maxrss`` in KB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from common import PAGE_SIZE, checkpoint, current_rss_mb, peak_rss_mb, reset_database, write_json
+from common import PAGE_SIZE, checkpoint, current_rss_mb, emulator_arguments, peak_rss_mb, reset_database, write_json
 
 
 class _TaskInstance:
@@ -53,11 +53,7 @@ def count_requests(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base-url", required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--slug", required=True)
-    parser.add_argument("--deployment-id", required=True)
-    parser.add_argument("--database-url", required=True)
+    emulator_arguments(parser)
     parser.add_argument("--mode", choices=["first", "resync"], default="first")
     parser.add_argument("--issue-types", default="sast,sca")
     parser.add_argument("--page-size", type=int, default=PAGE_SIZE)

@@ -22,6 +22,7 @@ from common import (
     NAIVE_PAGE_SIZE,
     checkpoint,
     current_rss_mb,
+    emulator_arguments,
     peak_rss_mb,
     reset_database,
     write_json,
@@ -114,10 +115,7 @@ def page_items(body: dict[str, Any], issue_type: str) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base-url", required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--slug", required=True)
-    parser.add_argument("--database-url", required=True)
+    emulator_arguments(parser, deployment_id=False)
     parser.add_argument("--issue-types", default="sast,sca")
     parser.add_argument("--page-size", type=int, default=NAIVE_PAGE_SIZE)
     parser.add_argument("--sqlite-defaults", action="store_true",

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from common import ISSUE_TYPES, PAGE_SIZE, checkpoint, peak_rss_mb, reset_database, write_json
+from common import ISSUE_TYPES, PAGE_SIZE, checkpoint, emulator_arguments, peak_rss_mb, reset_database, write_json
 
 ID_SHIFT = 10**9
 
@@ -109,11 +109,7 @@ def timed_pass(write: Callable[[list[tuple[Any, ...]]], None], base: list[tuple[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base-url", required=True)
-    parser.add_argument("--token", required=True)
-    parser.add_argument("--slug", required=True)
-    parser.add_argument("--deployment-id", required=True)
-    parser.add_argument("--database-url", required=True)
+    emulator_arguments(parser)
     parser.add_argument("--findings", type=int, required=True, help="rows written per pass")
     parser.add_argument("--sample", type=int, default=100_000, help="distinct findings pulled from the emulator")
     parser.add_argument("--methods", default="execute_values,copy")
