@@ -17,7 +17,10 @@ OPERATIONS = (
     "policy_rules", "policy_update", "tickets", "findings", "projects", "managed_scan", "triage", "tags_add",
     "tags_remove", "secrets",
 )
-ACTIONS = ("ok", "drop", "drop_after", "truncate", "latency")
+#: Kinds that carry the request out completely (changes included), then answer wrongly.
+ACT_KINDS = ("drop_after", "truncate", "act_500", "act_html", "act_wrong_shape", "act_redirect", "act_slow",
+             "act_drip")
+ACTIONS = ("ok", "drop", "latency", *ACT_KINDS)
 
 
 ECHO = "_echo"

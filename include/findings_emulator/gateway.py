@@ -41,10 +41,21 @@ def is_loopback(host: str | None) -> bool:
 
 
 async def _send_json(send: Send, status: int, content: Any, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    body = orjson.dumps(content)
+    await _send_bytes(send, status, orjson.dumps(content), b"application/json", headers)
+
+
+async def _send_bytes(send: Send, status: int, body: bytes, content_type: bytes,
+                      headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]})
+        (b"content-type", content_type), (b"content-length", str(len(body)).encode()), *headers]})
     await send({"type": "http.response.body", "body": body})
+
+
+#: The page a misconfigured proxy or login portal answers with ``200 OK`` (fault kind ``act_html``).
+HTML_PAGE = (b"<!DOCTYPE html>\n<html><head><title>Maintenance</title></head><body><h1>We'll be right back</h1>"
+             b"<p>The service is under maintenance.</p></body></html>\n")
+#: Pieces of the body ``act_drip`` sends, spread evenly over the fault's ``latency``.
+DRIP_PIECES = 20
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -153,14 +164,47 @@ class Gateway:
             await _abort(send)
             return None
         start, body = await self._capture(scope, receive)
-        if fault.kind == "drop_after":
+        return await self._answer_after_acting(fault, start, body, send)
+
+    async def _answer_after_acting(self, fault: Fault, start: Message, body: bytes, send: Send) -> int | None:
+        """Misanswer a request the application has fully carried out (``start``, ``body``: its real answer)."""
+        kind = fault.kind
+        status = int(start["status"])
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        if kind == "drop_after":
             await _abort(send)
             return None
-        cut = body[: len(body) // 2]  # truncate: half the JSON, with a Content-Length that matches it
-        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-        await send({**start, "headers": [*headers, (b"content-length", str(len(cut)).encode())]})
-        await send({"type": "http.response.body", "body": cut})
-        return int(start["status"])
+        if kind == "truncate":  # half the JSON, with a Content-Length that matches it
+            cut = body[: len(body) // 2]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(cut)).encode())]})
+            await send({"type": "http.response.body", "body": cut})
+            return status
+        if kind == "act_500":
+            await _send_json(send, 500, {"error": "injected fault: HTTP 500 after carrying the request out",
+                                         "field": None})
+            return 500
+        if kind == "act_html":
+            await _send_bytes(send, 200, HTML_PAGE, b"text/html; charset=utf-8")
+            return 200
+        if kind == "act_wrong_shape":  # the real answer inside an envelope the API does not use
+            await _send_bytes(send, 200, b'{"data":' + (body or b"null") + b"}", b"application/json")
+            return 200
+        if kind == "act_redirect":
+            await _send_bytes(send, 302, b"", b"text/plain", [(b"location", b"/moved-elsewhere")])
+            return 302
+        if kind == "act_slow":
+            await asyncio.sleep(fault.latency)
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return status
+        # act_drip: the real answer, its body in pieces spread over ``latency`` seconds
+        await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+        size = -(-len(body) // DRIP_PIECES) or 1
+        for offset in range(0, len(body), size):
+            await asyncio.sleep(fault.latency / DRIP_PIECES)
+            await send({"type": "http.response.body", "body": body[offset:offset + size], "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        return status
 
     async def _pass(self, scope: Scope, receive: Receive, send: Send) -> int | None:
         """Let the application answer; returns its status."""

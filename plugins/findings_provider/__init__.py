@@ -21,6 +21,16 @@ CONN_FIELDS = {
     },
     "timeout": {"label": "Timeout (seconds)", "schema": {"type": ["number", "null"], "default": 30}},
     "max_retries": {"label": "Max retries", "schema": {"type": ["integer", "null"], "default": 4}},
+    "total_timeout": {
+        "label": "Total timeout per request (seconds)",
+        "description": "Bounds a whole response, however slowly it arrives; default max(60, 4 x timeout).",
+        "schema": {"type": ["number", "null"]},
+    },
+    "max_response_bytes": {
+        "label": "Largest response (bytes)",
+        "description": "A larger response is refused; default 128 MiB.",
+        "schema": {"type": ["integer", "null"]},
+    },
     "verify": {
         "label": "TLS verification",
         "description": "true (default), false, or the path of a CA bundle.",

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from findings_emulator.faults import ACT_KINDS
 from findings_emulator.testing import EmulatorProcess
 
 #: A distinctive token: nothing else in the project, the data or the logs contains it by chance.
@@ -292,7 +293,7 @@ def ticket_sends(emu: EmulatorProcess) -> Counter:
     """
     counts: Counter = Counter()
     for entry in api_requests(emu, "tickets"):
-        if entry["fault"] not in (None, "latency", "drop_after", "truncate"):
+        if entry["fault"] not in (None, "latency", *ACT_KINDS):
             continue
         counts.update(int(i) for i in (entry["body"] or {}).get("issue_ids") or [])
     return counts

@@ -44,12 +44,13 @@ TIMEOUT = 1.0
 LATENCY = 1.6  # beyond the client's timeout
 
 
-def make_client(emu: EmulatorProcess, max_retries: int = 4, **policy: Any) -> FindingsClient:
+def make_client(emu: EmulatorProcess, max_retries: int = 4, total_timeout: float | None = None,
+                **policy: Any) -> FindingsClient:
     policy.setdefault("backoff_base", 0.02)
     policy.setdefault("backoff_max", 0.2)
     policy.setdefault("max_total_seconds", 60.0)
     return FindingsClient(emu.base_url, TOKEN, deployment_id=emu.deployment_id, deployment_slug=emu.deployment_slug,
-                          timeout=TIMEOUT,
+                          timeout=TIMEOUT, total_timeout=total_timeout,
                           retry_policy=RetryPolicy(max_retries=max_retries, rng=random.Random(7), **policy))
 
 
@@ -219,6 +220,30 @@ def test_a_ticket_request_with_a_lost_or_failed_response_is_never_resent(fresh: 
     assert len(api_requests(fresh, "tickets")) == 1  # the client raised instead of sending it again
     counts = ticket_counts(fresh)
     assert all(counts[i] == (1 if server_acts else 0) for i in ids), counts
+
+
+#: Fault kinds that carry the ticket request out, then answer wrongly; ``act_drip`` sends its body in pieces 0.15 s
+#: apart (within the 1 s read timeout) over 3 s, beyond the 1.5 s total deadline given to the client.
+ACTED_THEN_MISANSWERED = ("act_500", "act_html", "act_wrong_shape", "act_redirect", "act_slow", "act_drip")
+DRIP_LATENCY = 3.0
+TOTAL_TIMEOUT = 1.5
+
+
+@pytest.mark.parametrize("kind", ACTED_THEN_MISANSWERED)
+def test_a_ticket_request_carried_out_then_misanswered_is_ambiguous(fresh: EmulatorProcess, kind: str) -> None:
+    """Over real HTTP: the server created the tickets, then answered with a 500, an HTML page, JSON of another
+    shape, a redirect, too late, or too slowly: the client says "may have acted" and never sends it again."""
+    tally("client.ticket_fault_cases")
+    ids = _ticketable(fresh)
+    fresh.add_fault(operation="tickets", schedule=[kind], latency=DRIP_LATENCY if kind == "act_drip" else LATENCY)
+    with make_client(fresh, total_timeout=TOTAL_TIMEOUT) as client, pytest.raises(AmbiguousWriteError) as caught:
+        client.create_tickets(issue_type="sast", issue_ids=[str(i) for i in ids])
+    assert "external_ticket" in str(caught.value)
+    assert sorted(i for t in fresh.tickets() for i in t["issue_ids"]) == ids  # the tickets do exist
+    settle(fresh)
+    assert [e["fault"] for e in api_requests(fresh, "tickets")] == [kind]  # sent once
+    assert all(n == 1 for n in ticket_counts(fresh).values())
+    assert TOKEN not in str(caught.value)
 
 
 def test_a_rate_limited_ticket_request_is_retried_and_tickets_once(fresh: EmulatorProcess) -> None:

@@ -185,3 +185,30 @@ def collect_async(aiter_factory: Callable[[], Any], client: AsyncFindingsClient)
             return [item async for item in aiter_factory()]
 
     return run(go())
+
+
+class ClockedStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body in chunks, each arriving ``gap`` seconds of the fake clock after the one before: a server
+    dripping its answer, without a real wait."""
+
+    def __init__(self, clock: FakeClock, chunks: Iterable[bytes], gap: float) -> None:
+        self.clock = clock
+        self.chunks = list(chunks)
+        self.gap = gap
+
+    def __iter__(self):
+        for chunk in self.chunks:
+            self.clock.now += self.gap
+            yield chunk
+
+    async def __aiter__(self):
+        for chunk in self.chunks:
+            self.clock.now += self.gap
+            yield chunk
+
+
+def dripped(clock: FakeClock, body: bytes, pieces: int, gap: float, status: int = 200) -> httpx.Response:
+    """A response whose ``body`` arrives in ``pieces`` chunks, ``gap`` fake seconds apart (no Content-Length)."""
+    size = -(-len(body) // pieces)
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+    return httpx.Response(status, stream=ClockedStream(clock, chunks, gap))

@@ -303,3 +303,56 @@ def test_async_mixed_pagination(make_async_client) -> None:
     deps = collect_async(lambda: client.iter_dependencies(), client)
     assert [d.id for d in deps] == ["1", "2"]
     assert [json.loads(r.content).get("cursor") for r in rec.requests] == [None, "9"]
+
+
+# --- a server that ignores the page (offset) or never advances its cursor -------------------------------------
+
+
+def test_offset_page_ignored_by_the_server_is_a_pagination_error(make_client) -> None:
+    """The same full page again and again: stop at the second one, naming the page, instead of looping (three
+    answers only: a fourth request fails the test)."""
+    same = findings_page(range(0, 100))
+    rec = Recorder(same, same, same)
+    with pytest.raises(PaginationError, match=r"page 1 repeats page 0 exactly") as info:
+        list(make_client(rec).iter_findings("sast", page_size=100))
+    assert info.value.endpoint == "findings"
+    assert rec.count == 2
+    # pages alike but for their last item are different pages
+    rec = Recorder(same, findings_page([*range(0, 99), 500]), same, findings_page([7]))
+    assert [len(pg.items) for pg in make_client(rec).iter_finding_pages("sast", page_size=100)] == [100] * 3 + [1]
+
+
+def test_offset_raw_page_ignored_by_the_server_is_a_pagination_error(make_client) -> None:
+    full = json.dumps({"findings": [{"id": i} for i in range(100)]}).encode()
+    rec = Recorder(raw(full), raw(full), raw(full), raw(full))
+    pages = make_client(rec).iter_finding_pages("sast", page_size=100, raw=True, start_page=4)
+    assert [len(next(pages).items), len(next(pages).items)] == [100, 100]  # pages 4 and 5, alike
+    with pytest.raises(PaginationError, match=r"page 5 repeats page 4 exactly"):
+        next(pages)
+    assert rec.count == 2
+    assert [r.url.params["page"] for r in rec.requests] == ["4", "5"]
+
+
+def test_offset_projects_page_ignored_by_the_server(make_client) -> None:
+    same = {"projects": [p.project("org/a"), p.project("org/b")]}
+    rec = Recorder(same, same, same)
+    with pytest.raises(PaginationError, match="page 1"):
+        list(make_client(rec).iter_projects(page_size=2))
+    assert rec.count == 2
+
+
+def test_async_offset_raw_page_ignored_by_the_server(make_async_client) -> None:
+    full = json.dumps({"sastFindings": {"findings": [{"id": i} for i in range(100)]}}).encode()
+    rec = Recorder(raw(full), raw(full), raw(full))
+    client = make_async_client(rec)
+    with pytest.raises(PaginationError, match="page 1 repeats page 0"):
+        collect_async(lambda: client.iter_finding_pages("sast", page_size=100, raw=True), client)
+    assert rec.count == 2
+
+
+def test_a_cursor_that_never_changes_names_the_page_and_endpoint(make_client) -> None:
+    rec = Recorder(*[raw(b'{"findings": [{"id": 1}], "cursor": "same"}')] * 3)
+    with pytest.raises(PaginationError, match=r"page 2: .*'same' twice") as info:
+        list(make_client(rec).iter_secret_pages(raw=True))
+    assert info.value.endpoint == "secrets"
+    assert rec.count == 2

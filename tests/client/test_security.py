@@ -3,12 +3,14 @@ unless the host is loopback or insecure http is allowed on purpose; TLS verifica
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import ssl
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import certifi
 import httpx
@@ -269,3 +271,134 @@ def test_missing_ca_bundle_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="CA bundle") as info:
         FindingsClient("https://findings.example.com", TOKEN, verify=str(missing))
     assert str(missing) in str(info.value)
+
+
+# --- the token in escaped and encoded forms; header values from the HTTP layer ------------------------------------
+
+#: A token with characters that repr, JSON and percent-encoding write differently (quotes, backslash, latin-1).
+SPECIAL = "Tk'Sé\"CR\\ET/+=9q"
+SPECIAL_FORMS = {
+    "raw": SPECIAL,
+    "repr": repr(SPECIAL)[1:-1],
+    "bytes repr (utf-8)": repr(SPECIAL.encode())[2:-1],
+    "bytes repr (latin-1)": repr(SPECIAL.encode("latin-1"))[2:-1],
+    "percent-encoded": quote(SPECIAL, safe=""),
+    "JSON-escaped": json.dumps(SPECIAL)[1:-1],
+    "JSON-escaped (utf-8)": json.dumps(SPECIAL, ensure_ascii=False)[1:-1],
+}
+
+
+HEADER_WITH_NEWLINE = b"Bearer " + SPECIAL.encode("latin-1") + b"\n"
+
+
+def special_pieces(size: int = 6) -> set[str]:
+    return {form[i : i + size] for form in SPECIAL_FORMS.values() for i in range(len(form) - size + 1)}
+
+
+def assert_no_special_token(exc: BaseException) -> None:
+    texts = [str(exc), repr(exc), "".join(traceback.format_exception(exc)), str(pickle.loads(pickle.dumps(exc)))]  # noqa: S301
+    chained: BaseException | None = exc
+    while chained is not None:
+        texts.extend([str(chained), repr(chained), *(str(a) for a in chained.args)])
+        if isinstance(chained, FindingsApiError):
+            texts.extend([chained.message, chained.body_excerpt])
+        chained = chained.__cause__ or chained.__context__
+    found = {piece for piece in special_pieces() for text in texts if piece in text}
+    assert not found, (found, texts[0])
+
+
+def echo(form: str, status: int) -> httpx.Response:
+    return raw(b'{"error": "denied", "echo": "Bearer ' + SPECIAL_FORMS[form].encode() + b'"}', status)
+
+
+ESCAPED_SCENARIOS: list[tuple[str, list, Callable, type]] = [
+    *[
+        (f"401-{form}", [echo(form, 401)], lambda c: c.list_findings(), AuthenticationError)
+        for form in SPECIAL_FORMS
+    ],
+    *[(f"tickets-503-{form}", [echo(form, 503)], tickets, AmbiguousWriteError) for form in SPECIAL_FORMS],
+    ("500-percent-encoded", [echo("percent-encoded", 500)] * 4, lambda c: c.list_findings(), ServerError),
+    (
+        "illegal-header-value",
+        [httpx.LocalProtocolError(f"Illegal header value {HEADER_WITH_NEWLINE!r}")] * 4,
+        lambda c: c.list_findings(),
+        TransportError,
+    ),
+    (
+        "tickets-illegal-header-value",
+        [httpx.LocalProtocolError(f"Illegal header value {('Bearer ' + SPECIAL).encode('latin-1')!r}")],
+        tickets,
+        AmbiguousWriteError,
+    ),
+    (
+        "transport-message-repr",
+        [httpx.ReadError(f"proxy closed: token={SPECIAL!r}")] * 4,
+        lambda c: c.list_findings(),
+        TransportError,
+    ),
+    (
+        "transport-message-percent-encoded",
+        [httpx.ReadError(f"proxy closed: GET /x?token={quote(SPECIAL, safe='')}")],
+        tickets,
+        AmbiguousWriteError,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "answers", "call", "error"), ESCAPED_SCENARIOS, ids=[s[0] for s in ESCAPED_SCENARIOS]
+)
+def test_the_token_is_redacted_in_every_form(name, answers, call, error, make_client) -> None:
+    rec = Recorder(*answers)
+    with pytest.raises(error) as info:
+        call(make_client(rec, token=SPECIAL))
+    assert rec.count == len(answers)
+    assert rec.last.headers.raw[[k for k, _ in rec.last.headers.raw].index(b"Authorization")][1] == (
+        b"Bearer " + SPECIAL.encode("latin-1")
+    )
+    assert_no_special_token(info.value)
+
+
+def test_http_layer_messages_quoting_a_header_are_withheld(make_client) -> None:
+    """h11 quotes the offending header ("Illegal header value ..."), whichever header it is."""
+    rec = Recorder(*[httpx.LocalProtocolError("Illegal header value b'X-Trace: abc\\x00def'")] * 4)
+    with pytest.raises(TransportError) as info:
+        make_client(rec).list_findings()
+    assert "X-Trace" not in str(info.value)
+    assert "withheld" in str(info.value)
+    rec = Recorder(httpx.RemoteProtocolError("illegal header line: bytearray(b'Set-Cookie: s=abc')"))
+    with pytest.raises(AmbiguousWriteError) as info:
+        tickets(make_client(rec))
+    assert "Set-Cookie" not in str(info.value)
+
+
+# --- the token is checked before use ------------------------------------------------------------------------------
+
+BAD_TOKENS = {
+    "line feed": "Zq9x-SECRET\n-77vw",
+    "trailing newline": "Zq9x-SECRET-77vw\n",
+    "surrounding spaces": " Zq9x-SECRET-77vw ",
+    "carriage return": "Zq9x-SECRET\r-77vw",
+    "tab": "Zq9x-SECRET\t-77vw",
+    "nul": "Zq9x-SECRET\x00-77vw",
+    "delete": "Zq9x-SECRET\x7f-77vw",
+    "c1 control": "Zq9x-SECRET\x85-77vw",
+    "beyond latin-1": "Zq9x-SECRET\u2028-77vw",
+}
+
+
+@pytest.mark.parametrize("cls", [FindingsClient, AsyncFindingsClient])
+@pytest.mark.parametrize("token", list(BAD_TOKENS.values()), ids=list(BAD_TOKENS))
+def test_the_client_refuses_a_token_a_header_cannot_carry_naming_no_part_of_it(cls, token: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        cls(**client_kwargs(token=token))
+    visible = "".join(c for c in token if 0x20 < ord(c) < 0x7F)
+    pieces = {t[i : i + 4] for t in (token, visible) for i in range(len(t) - 3)}
+    for text in (str(info.value), repr(info.value), "".join(traceback.format_exception(info.value))):
+        assert not [p for p in pieces if p in text], text
+
+
+def test_a_latin1_token_is_sent_as_latin1(make_client) -> None:
+    rec = Recorder({"findings": []})
+    make_client(rec, token="tök-SECRET-123").list_findings()
+    assert dict(rec.last.headers.raw)[b"Authorization"] == b"Bearer t\xf6k-SECRET-123"

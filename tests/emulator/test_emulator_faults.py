@@ -84,6 +84,79 @@ def test_drop_after_commits_the_change_but_loses_the_response(api: httpx.Client,
     assert (entry["operation"], entry["fault"], entry["status"]) == ("tickets", "drop_after", None)
 
 
+def _logged(emulator: EmulatorProcess, operation: str) -> dict[str, Any]:
+    """The request log's entry of ``operation``, once the emulator finished serving it (slow kinds log late)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        entries = [e for e in emulator.requests() if e["operation"] == operation]
+        if entries:
+            return entries[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"no {operation} request logged")
+
+
+def _check_act_500(response: httpx.Response, ticket_id: int) -> None:
+    assert_error(response, 500)
+
+
+def _check_act_html(response: httpx.Response, ticket_id: int) -> None:
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.content.startswith(b"<!DOCTYPE html>")
+
+
+def _check_act_wrong_shape(response: httpx.Response, ticket_id: int) -> None:
+    assert response.status_code == 200
+    body = response.json()
+    assert list(body) == ["data"]
+    assert [s["issue_ids"] for s in body["data"]["succeeded"]] == [[ticket_id]]
+
+
+def _check_act_redirect(response: httpx.Response, ticket_id: int) -> None:
+    assert response.status_code == 302
+    assert response.headers["location"] == "/moved-elsewhere"
+
+
+ACT_CHECKS = {"act_500": (_check_act_500, 500), "act_html": (_check_act_html, 200),
+              "act_wrong_shape": (_check_act_wrong_shape, 200), "act_redirect": (_check_act_redirect, 302)}
+
+
+@pytest.mark.parametrize("kind", sorted(ACT_CHECKS))
+def test_act_kinds_carry_the_request_out_then_answer_wrongly(api: httpx.Client, fresh: EmulatorProcess,
+                                                             kind: str) -> None:
+    target = next(f for f in all_findings(api, fresh, status="open") if not f["external_ticket"])
+    fresh.add_fault(operation="tickets", schedule=[kind])
+    response = api.post(by_slug(fresh, "tickets"), json={"issue_type": "sast", "issue_ids": [str(target["id"])]})
+    check, status = ACT_CHECKS[kind]
+    check(response, target["id"])
+    assert [t["issue_ids"] for t in fresh.tickets()] == [[target["id"]]]
+    entry = _logged(fresh, "tickets")
+    assert (entry["fault"], entry["status"]) == (kind, status)
+
+
+def test_act_slow_carries_the_request_out_then_answers_late(api: httpx.Client, fresh: EmulatorProcess) -> None:
+    target = next(f for f in all_findings(api, fresh, status="open") if not f["external_ticket"])
+    fresh.add_fault(operation="tickets", schedule=["act_slow"], latency=1.0)
+    with pytest.raises(httpx.ReadTimeout):
+        api.post(by_slug(fresh, "tickets"), json={"issue_type": "sast", "issue_ids": [str(target["id"])]},
+                 timeout=0.3)
+    assert [t["issue_ids"] for t in fresh.tickets()] == [[target["id"]]]
+    assert (_logged(fresh, "tickets")["fault"], _logged(fresh, "tickets")["status"]) == ("act_slow", 200)
+
+
+def test_act_drip_carries_the_request_out_then_sends_the_body_in_pieces(api: httpx.Client,
+                                                                       fresh: EmulatorProcess) -> None:
+    target = next(f for f in all_findings(api, fresh, status="open") if not f["external_ticket"])
+    fresh.add_fault(operation="tickets", schedule=["act_drip"], latency=0.5)
+    with api.stream("POST", by_slug(fresh, "tickets"),
+                    json={"issue_type": "sast", "issue_ids": [str(target["id"])]}) as response:
+        assert response.status_code == 200
+        chunks = list(response.iter_raw())
+    assert len(chunks) > 1
+    assert [s["issue_ids"] for s in json.loads(b"".join(chunks))["succeeded"]] == [[target["id"]]]
+    assert [t["issue_ids"] for t in fresh.tickets()] == [[target["id"]]]
+
+
 def test_probability_is_deterministic_for_a_seed_and_bounded_by_times(api: httpx.Client,
                                                                       emulator: EmulatorProcess) -> None:
     def statuses() -> list[int]:

@@ -173,6 +173,9 @@ def test_insecure_http_needs_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         ({"timeout": "soon"}, ["'timeout'", "'soon'"]),
         ({"max_retries": "lots"}, ["'max_retries'", "'lots'"]),
+        ({"total_timeout": "never"}, ["'total_timeout'", "'never'"]),
+        ({"max_response_bytes": "1.5GB"}, ["'max_response_bytes'", "'1.5GB'"]),
+        ({"total_timeout": "0"}, ["total_timeout", "positive"]),
         ({"deployment_id": "acme"}, ["deployment_id", "'acme'"]),
     ],
 )
@@ -331,3 +334,72 @@ def test_ui_field_behaviour_matches_provider_info() -> None:
     assert declared["relabeling"] == behaviour["relabeling"]
     assert conn_type["hook-class-name"] == f"{FindingsApiHook.__module__}.{FindingsApiHook.__qualname__}"
     assert conn_type["connection-type"] == FindingsApiHook.conn_type
+
+
+def test_response_limits_from_the_extras(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, extra={"timeout": "10", "total_timeout": "90", "max_response_bytes": "1000000"})
+    client = FindingsApiHook().client
+    assert (client.total_timeout, client.max_response_bytes) == (90.0, 1_000_000)
+    set_connection(monkeypatch, extra={"timeout": "10"})
+    client = FindingsApiHook().client
+    assert (client.total_timeout, client.max_response_bytes) == (60.0, 128 * 1024 * 1024)
+
+
+# --- the token: stripped once, checked, masked exactly as sent ----------------------------------------------------
+
+
+def strings(masked: list[tuple]) -> list[tuple]:
+    """The masked strings (Airflow masks the connection's extra dict too)."""
+    return [args for args in masked if isinstance(args[0], str)]
+
+
+def test_the_token_is_stripped_once_and_exactly_the_sent_token_is_masked(
+    monkeypatch: pytest.MonkeyPatch, server: Server, masked: list
+) -> None:
+    set_connection(monkeypatch, password=f" \t{TOKEN} \r\n")
+    hook = FindingsApiHook()
+    hook.client.list_findings()
+    assert server.requests[-1].headers["Authorization"] == f"Bearer {TOKEN}"
+    assert strings(masked) == [(TOKEN,)]
+
+    async def go() -> None:
+        async with await FindingsApiHook().get_async_client() as client:
+            await client.list_findings()
+
+    asyncio.run(go())
+    assert server.requests[-1].headers["Authorization"] == f"Bearer {TOKEN}"
+    assert strings(masked) == [(TOKEN,), (TOKEN,)]
+
+
+BAD_TOKENS = {
+    "line feed": "Zq9x-SECRET\n-77vw",
+    "carriage return": "Zq9x-SECRET\r-77vw",
+    "tab": "Zq9x-SECRET\t-77vw",
+    "nul": "Zq9x-SECRET\x00-77vw",
+    "delete": "Zq9x-SECRET\x7f-77vw",
+    "c1 control": "Zq9x-SECRET\x85-77vw",
+    "beyond latin-1": "Zq9x-SECRET\u2028-77vw",
+}
+
+
+def pieces(token: str, size: int = 4) -> set[str]:
+    """Every piece of ``size`` characters of the token, and of the token without its odd character."""
+    visible = "".join(c for c in token if 0x20 < ord(c) < 0x7F)
+    return {t[i : i + size] for t in (token, visible) for i in range(len(t) - size + 1)}
+
+
+@pytest.mark.parametrize("token", list(BAD_TOKENS.values()), ids=list(BAD_TOKENS))
+def test_a_token_with_a_control_character_is_refused_naming_no_part_of_it(
+    monkeypatch: pytest.MonkeyPatch, masked: list, token: str
+) -> None:
+    set_connection(monkeypatch, password=f"  {token}\n")
+    with pytest.raises(ConfigurationError) as info:
+        FindingsApiHook().client  # noqa: B018
+    with pytest.raises(ConfigurationError) as async_info:
+        asyncio.run(FindingsApiHook().get_async_client())
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    for text in (str(info.value), repr(info.value), str(async_info.value), message):
+        assert "password" in text
+        assert not [p for p in pieces(token) if p in text], text
+    assert strings(masked) == []  # nothing was sent

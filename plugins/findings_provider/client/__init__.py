@@ -1,6 +1,12 @@
 """Client of the security findings management API: pure Python (httpx, pydantic, msgspec), no Airflow."""
 
-from findings_provider.client.client import AsyncFindingsClient, FindingsClient, check_base_url, is_loopback
+from findings_provider.client.client import (
+    AsyncFindingsClient,
+    FindingsClient,
+    check_base_url,
+    check_token,
+    is_loopback,
+)
 from findings_provider.client.endpoints import ENDPOINTS, RawFindingsPage
 from findings_provider.client.errors import (
     AmbiguousWriteError,
@@ -13,6 +19,7 @@ from findings_provider.client.errors import (
     PolicyApiRetiredError,
     RateLimitedError,
     ResponseDecodeError,
+    ResponseTooLargeError,
     ServerError,
     TransportError,
     ValidationError,
@@ -51,6 +58,7 @@ __all__ = [
     "RateLimitedError",
     "RawFindingsPage",
     "ResponseDecodeError",
+    "ResponseTooLargeError",
     "RetryPolicy",
     "ScanDetails",
     "ScanStatus",
@@ -64,5 +72,6 @@ __all__ = [
     "UnknownScanStatusError",
     "ValidationError",
     "check_base_url",
+    "check_token",
     "is_loopback",
 ]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -27,13 +28,23 @@ from findings_provider.client.endpoints import (
     error_for_status,
     raw_findings_parser,
 )
-from findings_provider.client.errors import ConfigurationError, FindingsApiError, ResponseDecodeError, excerpt
+from findings_provider.client.errors import (
+    ConfigurationError,
+    FindingsApiError,
+    ResponseDecodeError,
+    ResponseTooLargeError,
+    excerpt,
+)
 from findings_provider.client.models import Deployment
 from findings_provider.client.pagination import CursorPager, OffsetPager
 from findings_provider.client.transport import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BodyReader,
     Outcome,
     RetryPolicy,
-    ambiguous_status_error,
+    ambiguous_write_error,
+    default_total_timeout,
+    error_text,
     final_transport_error,
     should_retry,
 )
@@ -69,6 +80,73 @@ def check_base_url(base_url: str, allow_insecure_http: bool = False) -> str:
     return base_url.strip().rstrip("/")
 
 
+def check_token(token: str) -> str:
+    """Return ``token`` if it can be sent as is in an ``Authorization`` header; else ``ConfigurationError``.
+
+    Refused: an empty token, surrounding whitespace, and any character a header value cannot carry (below 0x20,
+    0x7f-0x9f, beyond latin-1). The message says where, never what: it holds no part of the token.
+    """
+    if not token:
+        raise ConfigurationError("no API token given (the connection's password field)")
+    if token != token.strip():
+        raise ConfigurationError(
+            "the API token (the connection's password field) has whitespace or a line break around it; "
+            "store it without them"
+        )
+    for position, char in enumerate(token, start=1):
+        code = ord(char)
+        if code < 0x20 or 0x7F <= code <= 0x9F or code > 0xFF:
+            kind = "a character beyond latin-1" if code > 0xFF else "a control character (line break, tab, ...)"
+            raise ConfigurationError(
+                f"the API token (the connection's password field) holds {kind} at position {position} of "
+                f"{len(token)}, which an HTTP header cannot carry; paste the token again"
+            )
+    return token
+
+
+def token_forms(token: str) -> list[str]:
+    """The token as it may appear in a text: raw, repr-escaped (as ``str`` and as ``bytes``), percent-encoded and
+    JSON-escaped; longest first, so that no shorter form leaves a piece of a longer one behind."""
+    forms = {
+        token,
+        repr(token)[1:-1],
+        repr(token.encode())[2:-1],
+        repr(token.encode("latin-1"))[2:-1],
+        quote(token, safe=""),
+        json.dumps(token)[1:-1],
+        json.dumps(token, ensure_ascii=False)[1:-1],
+    }
+    return sorted(forms, key=len, reverse=True)
+
+
+def _byte_forms(forms: list[str]) -> list[bytes]:
+    """The token's text forms as bytes in a body: UTF-8, and latin-1 where it differs; longest first."""
+    encoded = {form.encode() for form in forms}
+    for form in forms:
+        try:
+            encoded.add(form.encode("latin-1"))
+        except UnicodeEncodeError:
+            pass
+    return sorted(encoded, key=len, reverse=True)
+
+
+def _redact_text(text: str, forms: list[str]) -> str:
+    for form in forms:
+        if form in text:
+            text = text.replace(form, "***")
+    return text
+
+
+def _redact_bytes(body: bytes, forms: list[bytes]) -> bytes | None:
+    """``body`` with every form replaced, or ``None`` when it holds none."""
+    found = False
+    for form in forms:
+        if form in body:
+            body = body.replace(form, b"***")
+            found = True
+    return body if found else None
+
+
 def _ssl_verify(verify: bool | str) -> bool | ssl.SSLContext:
     if isinstance(verify, str):
         try:
@@ -99,6 +177,8 @@ class _BaseClient:
         deployment_id: str | int | None = None,
         deployment_slug: str | None = None,
         timeout: float = 30.0,
+        total_timeout: float | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         verify: bool | str = True,
         max_retries: int = 4,
         max_retry_seconds: float = 120.0,
@@ -107,10 +187,16 @@ class _BaseClient:
         transport: Any = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        if not token:
-            raise ConfigurationError("no API token given (the connection's password field)")
+        self._token = check_token(token)
+        self._token_forms = token_forms(token)
+        self._token_byte_forms = _byte_forms(self._token_forms)
         self.base_url = check_base_url(base_url, allow_insecure_http)
-        self._token = token
+        self.total_timeout = default_total_timeout(timeout) if total_timeout is None else float(total_timeout)
+        if not self.total_timeout > 0:
+            raise ConfigurationError(f"total_timeout {total_timeout!r} must be a positive number of seconds")
+        self.max_response_bytes = int(max_response_bytes)
+        if self.max_response_bytes <= 0:
+            raise ConfigurationError(f"max_response_bytes {max_response_bytes!r} must be a positive number of bytes")
         self.deployment_id = str(deployment_id) if deployment_id not in (None, "") else None
         if self.deployment_id is not None and not (self.deployment_id.isascii() and self.deployment_id.isdigit()):
             raise ConfigurationError(f"deployment_id {self.deployment_id!r} must be digits")
@@ -121,7 +207,10 @@ class _BaseClient:
         )
         self._http_options = {
             "base_url": self.base_url,
-            "headers": {"Authorization": f"Bearer {token}", "User-Agent": f"findings-provider/{__version__}"},
+            "headers": {
+                "Authorization": b"Bearer " + token.encode("latin-1"),
+                "User-Agent": f"findings-provider/{__version__}",
+            },
             "timeout": httpx.Timeout(timeout, connect=min(10.0, timeout)),
             "verify": _ssl_verify(verify),
             "limits": httpx.Limits(max_connections=10, max_keepalive_connections=5),
@@ -160,29 +249,35 @@ class _BaseClient:
         self.deployment_slug = self.deployment_slug or match[0].slug
         return match[0]
 
-    # -- one attempt's outcome -> result, retry, or error --------------------------------------------------------
+    # -- one attempt: its response read within limits, then -> result, retry, or error -------------------------
+
+    def _reader(self, endpoint: Endpoint) -> BodyReader:
+        """The body reader of one attempt, created just before sending: its total deadline starts now."""
+        return BodyReader(endpoint, self.total_timeout, self.max_response_bytes)
 
     def _judge(self, call: Call, outcome: Outcome, attempt: int, started: float) -> _Step:
         try:
             return self._judge_attempt(call, outcome, attempt, started)
         except FindingsApiError as exc:
-            self._redact(exc, outcome.response)
+            self._redact(exc, outcome.body)
             raise
 
-    def _redact(self, exc: BaseException | None, response: httpx.Response | None) -> None:
-        """Replace the token with ``***`` in an error and the errors it chains to.
+    def _redact(self, exc: BaseException | None, body: bytes) -> None:
+        """Replace the token (in every form it may take in a text) with ``***`` in an error and its chain.
 
-        A server or proxy may echo the Authorization header in its body; error messages reach logs and the UI.
+        A server or proxy may echo the Authorization header in its body, and an HTTP library may quote it escaped
+        or percent-encoded in its message; error messages reach logs and the UI.
         """
-        secret = self._token
+        forms = self._token_forms
+        redacted = _redact_bytes(body, self._token_byte_forms) if body else None
         seen: set[int] = set()
         while isinstance(exc, FindingsApiError) and id(exc) not in seen:
             seen.add(id(exc))
-            if exc.body_excerpt and response is not None and secret.encode() in response.content:
+            if exc.body_excerpt and redacted is not None:
                 # cut the excerpt again from the redacted body: a token cut at the excerpt's end must not leak
-                exc.body_excerpt = excerpt(response.content.replace(secret.encode(), b"***"))
-            exc.body_excerpt = exc.body_excerpt.replace(secret, "***")
-            exc.message = exc.message.replace(secret, "***")
+                exc.body_excerpt = excerpt(redacted)
+            exc.body_excerpt = _redact_text(exc.body_excerpt, forms)
+            exc.message = _redact_text(exc.message, forms)
             exc.args = (exc._format(),)
             if exc.__suppress_context__:  # hidden by ``from None``, yet it may hold the body, token included
                 exc.__context__ = None
@@ -190,34 +285,60 @@ class _BaseClient:
 
     def _judge_attempt(self, call: Call, outcome: Outcome, attempt: int, started: float) -> _Step:
         endpoint = call.endpoint
-        response = outcome.response
+        response, body, error = outcome.response, outcome.body, outcome.error
+        if error is not None and not isinstance(error, httpx.RequestError):
+            # the size cap, or an exception nobody expected, while sending or reading: never retried
+            if endpoint.idempotent:
+                raise error
+            if isinstance(error, ResponseTooLargeError):
+                raise ambiguous_write_error(
+                    endpoint, "answered more than the size cap", status_code=error.status_code
+                ) from error
+            raise ambiguous_write_error(
+                endpoint, f"failed while sending or reading ({type(error).__name__}: {error_text(error)})"
+            ) from None
         if response is not None and 200 <= response.status_code < 300:
             try:
-                return _Step(result=call.parse(response.content))
+                return _Step(result=call.parse(body))
             except ResponseDecodeError as exc:
+                if not endpoint.idempotent:
+                    raise ambiguous_write_error(
+                        endpoint,
+                        f"answered {response.status_code} with a body that is not its documented response",
+                        status_code=response.status_code,
+                        body=body,
+                    ) from exc
                 if not exc.malformed:
                     raise
-                if not endpoint.idempotent:
-                    raise ambiguous_status_error(endpoint, response) from exc
                 wait = self.retry_policy.delay(attempt, started, None)
                 if wait is None:
                     raise
                 self._log_retry(endpoint, "a malformed body", attempt, wait)
                 return _Step(wait=wait)
+            except Exception as exc:
+                if endpoint.idempotent:
+                    raise
+                raise ambiguous_write_error(
+                    endpoint,
+                    f"answered {response.status_code} with a body that could not be read ({type(exc).__name__})",
+                    status_code=response.status_code,
+                    body=body,
+                ) from None
         if should_retry(endpoint, outcome):
             wait = self.retry_policy.delay(attempt, started, outcome.retry_after)
             if wait is not None:
-                reason = (
-                    f"HTTP {response.status_code}" if response is not None else type(outcome.error).__name__
-                )
+                reason = f"HTTP {response.status_code}" if response is not None else type(error).__name__
                 self._log_retry(endpoint, reason, attempt, wait)
                 return _Step(wait=wait)
-        if outcome.error is not None:
-            raise final_transport_error(endpoint, outcome.error, attempt) from None
+        if error is not None:
+            raise final_transport_error(endpoint, error, attempt) from None
         assert response is not None
-        if not endpoint.idempotent and response.status_code >= 500:
-            raise ambiguous_status_error(endpoint, response)
-        raise error_for_status(endpoint, response.status_code, response.content, outcome.retry_after)
+        if not endpoint.idempotent and not 400 <= response.status_code < 500:
+            # 1xx, 3xx (redirects are not followed) and 5xx: only a 4xx is a refusal before processing
+            raise ambiguous_write_error(
+                endpoint, f"answered {response.status_code}", status_code=response.status_code, body=body
+            )
+        raise error_for_status(endpoint, response.status_code, body, outcome.retry_after)
 
     def _log_retry(self, endpoint: Endpoint, reason: str, attempt: int, wait: float) -> None:
         log.warning(
@@ -536,14 +657,25 @@ class FindingsClient(_Operations):
         attempt = 0
         while True:
             attempt += 1
-            try:
-                outcome = Outcome(response=self._http.request(**args))
-            except httpx.TransportError as exc:
-                outcome = Outcome(error=exc)
-            step = self._judge(call, outcome, attempt, started)
+            step = self._judge(call, self._attempt(call, self._http.build_request(**args)), attempt, started)
             if step.wait is None:
                 return post(step.result) if post else step.result
             time.sleep(step.wait)
+
+    def _attempt(self, call: Call, request: httpx.Request) -> Outcome:
+        """Send once and stream the body through the attempt's reader; any failure becomes the outcome's error."""
+        reader = self._reader(call.endpoint)
+        try:
+            response = self._http.send(request, stream=True)
+            try:
+                reader.start(response)
+                for chunk in response.iter_bytes():
+                    reader.feed(chunk)
+            finally:
+                response.close()
+        except Exception as exc:  # judged by ``_judge``: retried, ambiguous, or raised as it is
+            return Outcome(error=exc)
+        return reader.outcome(response)
 
     def _paginate(self, pager: OffsetPager | CursorPager) -> Iterator[Any]:
         call = pager.first
@@ -592,14 +724,26 @@ class AsyncFindingsClient(_Operations):
         attempt = 0
         while True:
             attempt += 1
-            try:
-                outcome = Outcome(response=await self._http.request(**args))
-            except httpx.TransportError as exc:
-                outcome = Outcome(error=exc)
+            outcome = await self._attempt(call, self._http.build_request(**args))
             step = self._judge(call, outcome, attempt, started)
             if step.wait is None:
                 return post(step.result) if post else step.result
             await asyncio.sleep(step.wait)
+
+    async def _attempt(self, call: Call, request: httpx.Request) -> Outcome:
+        """Send once and stream the body through the attempt's reader; any failure becomes the outcome's error."""
+        reader = self._reader(call.endpoint)
+        try:
+            response = await self._http.send(request, stream=True)
+            try:
+                reader.start(response)
+                async for chunk in response.aiter_bytes():
+                    reader.feed(chunk)
+            finally:
+                await response.aclose()
+        except Exception as exc:  # judged by ``_judge``: retried, ambiguous, or raised as it is
+            return Outcome(error=exc)
+        return reader.outcome(response)
 
     async def _paginate(self, pager: OffsetPager | CursorPager) -> AsyncIterator[Any]:  # type: ignore[override]
         call = pager.first

@@ -47,6 +47,9 @@ class Endpoint:
     idempotent: bool = True
     #: The deprecated policy API: 410 Gone means it was retired for this deployment.
     policy_api: bool = False
+    #: A 2xx body must be a JSON object with at least one of these keys (the documented response: a body of another
+    #: shape, such as ``{"data": {...}}``, would validate as an empty result since every field has a default).
+    result_keys: tuple[str, ...] = ()
 
 
 ENDPOINTS: dict[str, Endpoint] = {
@@ -71,7 +74,15 @@ ENDPOINTS: dict[str, Endpoint] = {
             m.UpdatePolicyResponse,
             policy_api=True,
         ),
-        Endpoint("tickets", "POST", DEP_SLUG + "/tickets", "slug", m.TicketResult, idempotent=False),
+        Endpoint(
+            "tickets",
+            "POST",
+            DEP_SLUG + "/tickets",
+            "slug",
+            m.TicketResult,
+            idempotent=False,
+            result_keys=("failed", "skipped", "succeeded"),
+        ),
         Endpoint("findings", "GET", DEP_SLUG + "/findings", "slug", m.FindingsPage),
         Endpoint("projects", "GET", DEP_SLUG + "/projects", "slug", m.ProjectsPage),
         Endpoint(
@@ -138,6 +149,13 @@ def decode_json(endpoint: Endpoint, body: bytes) -> Any:
 def parse_model(endpoint: Endpoint, body: bytes) -> Any:
     """Decode and validate a 2xx body into the endpoint's response model."""
     data = decode_json(endpoint, body)
+    if endpoint.result_keys and not (isinstance(data, dict) and any(k in data for k in endpoint.result_keys)):
+        raise ResponseDecodeError(
+            f"response is not a {endpoint.response.__name__}: expected a JSON object with "
+            f"{', '.join(endpoint.result_keys)}",
+            endpoint=endpoint.name,
+            body_excerpt=excerpt(body),
+        )
     try:
         return endpoint.response.model_validate(data)
     except pydantic.ValidationError as exc:

@@ -139,5 +139,15 @@ class AmbiguousWriteError(FindingsApiError):
     """
 
 
+class ResponseTooLargeError(FindingsApiError):
+    """A response body exceeded the client's size cap (``max_response_bytes``); not read further, not retried.
+
+    The same request would meet the same answer: raise the cap on the connection, or ask for smaller pages.
+    """
+
+    retryable_by_task = False
+
+
 class PaginationError(FindingsApiError):
-    """The server's pagination did not advance (the same cursor twice): stopping instead of looping."""
+    """The server's pagination did not advance (the same cursor twice, or the same page again): stopping instead of
+    looping."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from findings_provider.client.endpoints import Call
 from findings_provider.client.errors import PaginationError
 
@@ -20,18 +22,41 @@ def _cursor_of(page: Any) -> str | None:
     return None if value in (None, "") else str(value)
 
 
+def _fingerprint(items: list[Any]) -> tuple[int, Any, Any]:
+    """A cheap identity of a non-empty page: its count, first and last item (raw items copied out of the page's
+    buffer, which a ``msgspec.Raw`` would otherwise keep alive)."""
+
+    def key(item: Any) -> Any:
+        return bytes(item) if isinstance(item, msgspec.Raw) else item
+
+    return len(items), key(items[0]), key(items[-1])
+
+
 class OffsetPager:
-    """``page``/``page_size`` pagination: stop at the first page shorter than ``page_size`` (or empty)."""
+    """``page``/``page_size`` pagination: stop at the first page shorter than ``page_size`` (or empty).
+
+    A full page identical to the one before (a server ignoring ``page``) is a ``PaginationError``, not a loop.
+    """
 
     def __init__(self, make_call: Callable[[int], Call], page_size: int, start_page: int = 0) -> None:
         self._make_call = make_call
         self.page_size = page_size
         self.page = start_page
         self.first = make_call(start_page)
+        self._previous: tuple[int, Any, Any] | None = None
 
     def next(self, page: Any) -> Call | None:
-        if len(page.items) < self.page_size:
+        items = page.items
+        if len(items) < self.page_size:
             return None
+        fingerprint = _fingerprint(items)
+        if fingerprint == self._previous:
+            raise PaginationError(
+                f"page {self.page} repeats page {self.page - 1} exactly ({len(items)} items, the same first and "
+                "last): the server seems to ignore the page parameter; stopping instead of looping",
+                endpoint=self.first.endpoint.name,
+            )
+        self._previous = fingerprint
         self.page += 1
         return self._make_call(self.page)
 
@@ -47,14 +72,20 @@ class CursorPager:
         self._seen: set[str] = set()
         self.cursor = start_cursor
         self.first = make_call(start_cursor)
+        self.pages = 0
 
     def next(self, page: Any) -> Call | None:
+        self.pages += 1
         has_more = getattr(page, "hasMore", None)
         cursor = _cursor_of(page)
         if has_more is False or cursor is None or not page.items:
             return None
         if cursor in self._seen or cursor == self.cursor:
-            raise PaginationError(f"the server returned cursor {cursor!r} twice; stopping instead of looping")
+            raise PaginationError(
+                f"page {self.pages}: the server returned cursor {cursor!r} twice (its pagination does not "
+                "advance); stopping instead of looping",
+                endpoint=self.first.endpoint.name,
+            )
         self._seen.add(cursor)
         self.cursor = cursor
         return self._make_call(cursor)

@@ -8,7 +8,13 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from findings_provider.client import AsyncFindingsClient, FindingsApiError, FindingsClient, NotFoundError
+from findings_provider.client import (
+    AsyncFindingsClient,
+    FindingsApiError,
+    FindingsClient,
+    NotFoundError,
+    check_token,
+)
 from findings_provider.values import as_bool
 
 CONNECTION_TYPE = "findings_api"
@@ -34,10 +40,9 @@ def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         "deployment_id": extra.get("deployment_id") or None,
         "deployment_slug": extra.get("deployment_slug") or None,
     }
-    if extra.get("timeout") not in (None, ""):
-        opts["timeout"] = _number("timeout", extra["timeout"], float)
-    if extra.get("max_retries") not in (None, ""):
-        opts["max_retries"] = _number("max_retries", extra["max_retries"], int)
+    for name, kind in (("timeout", float), ("total_timeout", float), ("max_response_bytes", int), ("max_retries", int)):
+        if extra.get(name) not in (None, ""):
+            opts[name] = _number(name, extra[name], kind)
     if "allow_insecure_http" in extra:
         opts["allow_insecure_http"] = as_bool(extra["allow_insecure_http"], "connection extra 'allow_insecure_http'")
     verify = extra.get("verify")
@@ -53,9 +58,16 @@ def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
 class FindingsApiHook(BaseHook):
     """Interact with the security findings management API.
 
-    :param findings_conn_id: id of a ``findings_api`` connection: host = base URL, password = API token, extras
-        ``deployment_slug``, ``deployment_id``, and optionally ``timeout``, ``verify``, ``max_retries``,
-        ``allow_insecure_http``, ``tracker_project_field``.
+    :param findings_conn_id: id of a ``findings_api`` connection: host = base URL, password = API token (surrounding
+        whitespace is ignored; a token with a control character inside is refused), extras ``deployment_slug``,
+        ``deployment_id``, and optionally:
+
+        - ``timeout``: seconds httpx waits for the connection and for each read (default 30);
+        - ``total_timeout``: seconds one attempt may take until its whole response is read, however slowly the
+          server sends it (default 4 x ``timeout``, at least 60); past it the attempt fails as a timeout;
+        - ``max_response_bytes``: size cap of one response body, decoded (default 134217728, 128 MiB);
+        - ``max_retries`` (default 4), ``verify`` (true, false or a CA bundle path), ``allow_insecure_http``,
+          ``tracker_project_field``.
     """
 
     conn_name_attr = "findings_conn_id"
@@ -74,14 +86,15 @@ class FindingsApiHook(BaseHook):
 
     @staticmethod
     def _options(conn: Any) -> tuple[dict[str, Any], str]:
+        """Client options and the token, stripped once and checked (``ConfigurationError`` naming no part of it)."""
         extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else json.loads(conn.extra or "{}")
-        return client_options(conn.host, extra), conn.password or ""
+        return client_options(conn.host, extra), check_token((conn.password or "").strip())
 
     def _mask(self, token: str) -> None:
-        if token:
-            from airflow.sdk.log import mask_secret
+        """Mask exactly the token the client sends."""
+        from airflow.sdk.log import mask_secret
 
-            mask_secret(token)
+        mask_secret(token)
 
     @cached_property
     def client(self) -> FindingsClient:
@@ -136,6 +149,6 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
         "password": "token with Web API access enabled",
         "deployment_slug": "acme",
         "deployment_id": "1",
-        "extra": '{"timeout": 30, "max_retries": 4}',
+        "extra": '{"timeout": 30, "total_timeout": 120, "max_response_bytes": 134217728, "max_retries": 4}',
     },
 }
