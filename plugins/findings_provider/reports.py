@@ -1,7 +1,9 @@
 """Reports a person can open: CSV tables plus one HTML page with the tables and charts.
 
 Used by the extraction summary, policy tuning and the dependency inventory. Charts are drawn with matplotlib
-(Agg backend, no display) and embedded in the HTML as PNG.
+(Agg backend, no display) and embedded in the HTML as PNG. Names in the tables come from the service (a repository
+or a rule path): the HTML escapes them, the CSV files neutralise formulas (``csv_cell``), and the charts draw them
+as plain text (never as matplotlib math).
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from findings_provider.text import csv_cell, truncate
+
 if TYPE_CHECKING:
     import pandas as pd
+
+
+#: Longest axis or legend label of a chart (longer ones are cut; the tables show them in full).
+CHART_LABEL = 60
 
 
 @dataclass
@@ -56,6 +64,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "report"
 
 
+def _chart_label(label: object) -> str:
+    return truncate(" ".join(str(label).split()), CHART_LABEL)
+
+
 def _chart_png(df: pd.DataFrame, chart: Chart) -> str:
     import matplotlib
 
@@ -63,18 +75,45 @@ def _chart_png(df: pd.DataFrame, chart: Chart) -> str:
     import matplotlib.pyplot as plt
 
     data = df.head(chart.top)
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.35 * len(data) + 1)))
-    try:
-        data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1)
-        ax.set_title(chart.title)
-        if chart.kind == "barh":
-            ax.invert_yaxis()
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90)
-    finally:
-        plt.close(fig)
+    # labels are names from the service: one line each (no glyph for a tab), and a long one would squeeze the
+    # bars out of the figure
+    data = data.set_axis([_chart_label(label) for label in data.index], axis=0)
+    data = data.set_axis([_chart_label(label) for label in data.columns], axis=1)
+    # a label with "$" would be parsed as math: a repository named "$\frac{$" would fail the whole report
+    with plt.rc_context({"text.parse_math": False}):
+        fig, ax = plt.subplots(figsize=(8, max(2.5, 0.35 * len(data) + 1)))
+        try:
+            data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1)
+            ax.set_title(chart.title)
+            if chart.kind == "barh":
+                ax.invert_yaxis()
+            fig.tight_layout()
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=90)
+        finally:
+            plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
+
+
+def _csv_labels(index: pd.Index) -> pd.Index:
+    """Index or column labels (one level or several) and their names made safe for a spreadsheet."""
+    import pandas as pd
+
+    names = [csv_cell(name) for name in index.names]
+    if len(index):  # mapping an empty MultiIndex would drop its levels (and the CSV header's names)
+        if isinstance(index, pd.MultiIndex):
+            index = index.map(lambda labels: tuple(csv_cell(label) for label in labels))
+        else:
+            index = index.map(csv_cell)
+    return index.set_names(names)
+
+
+def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as written to a CSV file: every string value and label through ``csv_cell``; numbers unchanged."""
+    out = df.map(csv_cell)
+    out.index = _csv_labels(df.index)
+    out.columns = _csv_labels(df.columns)
+    return out
 
 
 def write_report(
@@ -111,7 +150,9 @@ def write_report(
             )
     for table_name, df in tables.items():
         csv_path = out / f"{stem}.{_slug(table_name)}.csv"
-        df.to_csv(csv_path)
+        # CRLF rows (RFC 4180): the writer then quotes a value holding a bare "\r" too, which a spreadsheet would
+        # otherwise read as the start of a new row (whose first cell ``csv_cell`` never saw)
+        csv_frame(df).to_csv(csv_path, lineterminator="\r\n")
         report.csv[table_name] = str(csv_path)
         parts.append(f"<h2>{html.escape(table_name)}</h2>")
         parts.append(df.to_html(border=0, escape=True) if not df.empty else "<p>(empty)</p>")

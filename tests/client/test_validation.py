@@ -4,6 +4,7 @@ ticket rules. A refused input names the field and the value, and sends nothing."
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -21,6 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import Recorder, client_kwargs, raw
+
+UTC = timezone.utc
 
 EMPTY = {
     "findings": {"findings": []},
@@ -339,6 +342,47 @@ def test_triage_request_object_is_validated_at_construction() -> None:
         TriageRequest(issue_type="sast", new_triage_state="fixing")
     with pytest.raises(ValueError, match="new_triage_state"):
         TriageRequest(issue_type="sast", issue_ids=[1])
+
+
+# --- values that narrow nothing are no selection -----------------------------------------------------------
+
+SELECTING_CALLS = {
+    "triage": lambda c, **kw: c.bulk_triage(issue_type="sast", new_triage_state="reviewing", **kw),
+    "tickets": lambda c, **kw: c.create_tickets(issue_type="sast", **kw),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(SELECTING_CALLS))
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"ref": ""}, "ref"),
+        ({"ref": "  "}, "ref"),
+        ({"repos": [" ", "\t"]}, "repos"),
+        ({"rules": ["py.sqli", "  "]}, "rules"),
+        ({"issue_ids": [1], "ref": " "}, "ref"),  # refused with ids too: a blank filter is a mistake
+    ],
+)
+def test_blank_filter_values_are_refused_naming_field_and_value(operation, kwargs, field, make_client) -> None:
+    rec = Recorder()
+    client = make_client(rec)
+    exc = refused(
+        rec, lambda: SELECTING_CALLS[operation](client, **kwargs), f"'{field}'", f"= {kwargs[field]!r}", "blank"
+    )
+    assert exc.field == field
+
+
+@pytest.mark.parametrize("operation", sorted(SELECTING_CALLS))
+@pytest.mark.parametrize(
+    "since", [0, "0", "000", 0.4, -1, -86400.0, datetime(1970, 1, 1, tzinfo=UTC), datetime(1969, 7, 20)]
+)
+def test_since_at_or_before_the_epoch_is_refused(operation, since, make_client) -> None:
+    rec = Recorder()
+    client = make_client(rec)
+    exc = refused(
+        rec, lambda: SELECTING_CALLS[operation](client, since=since), "'since'", f"= {since!r}", "after the epoch"
+    )
+    assert exc.field == "since"
 
 
 # --- tickets ------------------------------------------------------------------------------------------------

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,11 @@ from airflow.sdk import CronTriggerTimetable
 from findings_provider.assets import DEPENDENCIES, POLICY_RULES
 from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config, load_projects_file
+from findings_provider.text import md_escape
 from findings_provider.warehouse import Warehouse, finding_row_from_dict, make_engine
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes
+from hitl import Approver
+from hitl import run_with_answer as answered
 from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -307,59 +308,8 @@ def current_modes(client) -> dict[str, dict[str, str]]:
     return out
 
 
-class Approver(threading.Thread):
-    """Answers the approval task of a running ``dag.test()`` the way the HITL REST API does."""
-
-    def __init__(self, choice: str, timeout: float = 60.0) -> None:
-        super().__init__(daemon=True)
-        self.choice, self.timeout = choice, timeout
-        self.asked: dict[str, Any] = {}
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        from airflow._shared.timezones import timezone
-        from airflow.models.hitl import HITLDetail
-        from airflow.models.taskinstance import TaskInstance
-        from airflow.models.trigger import handle_event_submit
-        from airflow.triggers.base import TriggerEvent
-        from airflow.utils.session import create_session
-        from airflow.utils.state import TaskInstanceState
-
-        deadline = time.monotonic() + self.timeout
-        while not self.done.is_set():
-            with create_session() as session:
-                ti = session.scalars(
-                    select(TaskInstance).where(
-                        TaskInstance.dag_id == "policy_tuning",
-                        TaskInstance.task_id == APPROVAL_TASK,
-                        TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
-                    )
-                ).first()
-                if ti is not None:
-                    detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one()
-                    self.asked = {"subject": detail.subject, "body": detail.body, "options": detail.options}
-                    # on timeout answer Reject anyway, so a broken run cannot hang the test session
-                    choice = self.choice if time.monotonic() < deadline else "Reject"
-                    detail.responded_by = {"id": "test-approver", "name": "Test Approver"}
-                    detail.responded_at = timezone.utcnow()
-                    detail.chosen_options = [choice]
-                    detail.params_input = {}
-                    handle_event_submit(
-                        TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
-                    )
-                    return
-            time.sleep(0.2)
-
-
 def run_with_answer(dag: Any, choice: str) -> tuple[Any, Approver]:
-    approver = Approver(choice)
-    approver.start()
-    try:
-        run = dag.test(run_conf={"dry_run": False})
-    finally:
-        approver.done.set()
-        approver.join(timeout=5)
-    return run, approver
+    return answered(dag, APPROVAL_TASK, choice, {"dry_run": False})
 
 
 def stored_changes(warehouse: Warehouse) -> set[tuple]:
@@ -414,7 +364,8 @@ def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
 
     assert str(run.state) == "success", states(run)
     assert approver.asked["subject"] == f"Apply {len(expected)} rule mode changes?"
-    assert all(path in approver.asked["body"] for _, path in expected)  # the approver sees the proposal
+    # the approver sees the proposal (each rule path escaped: shown as text, never as Markdown)
+    assert all(md_escape(path) in approver.asked["body"] for _, path in expected)
     after = current_modes(client)
     changed = {(p, path): m for path, by in after.items() for p, m in by.items() if modes[path][p] != m}
     assert changed == expected

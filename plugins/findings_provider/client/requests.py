@@ -6,6 +6,7 @@ raises ``ValidationError`` naming the field, the value given and what is allowed
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -167,7 +169,11 @@ class FindingsQuery(RequestModel):
 
 
 class Selection(RequestModel):
-    """The filters of section 4.11. Either ``issue_ids`` or at least one filter selects findings."""
+    """The filters of section 4.11. Either ``issue_ids`` or at least one filter selects findings.
+
+    Values that narrow nothing are refused (blank strings, ``since`` at or before the epoch) or do not count as a
+    filter (empty lists, the server's default of a flag), so they cannot stand in for a real selection.
+    """
 
     issue_type: IssueType
     autotriage_verdict: AutotriageVerdict | None = None
@@ -201,11 +207,30 @@ class Selection(RequestModel):
     @field_validator("since", mode="before")
     @classmethod
     def _since(cls, value: Any) -> Any:
-        if value is None or isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            raise ValueError("expected epoch seconds")
-        return str(int(to_epoch_seconds(value)))
+        if value is None:
+            return None
+        if isinstance(value, bool) or (isinstance(value, str) and not re.fullmatch(r"[0-9]+", value)):
+            raise ValueError("expected epoch seconds (a positive number, digits or a datetime)")
+        try:
+            seconds = int(value) if isinstance(value, str) else int(to_epoch_seconds(value))
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("expected epoch seconds (a positive number, digits or a datetime)") from None
+        if seconds <= 0:
+            raise ValueError(
+                "must be a time after the epoch (epoch seconds > 0): 0 or earlier selects every finding; "
+                "leave since out to select by the other filters"
+            )
+        return str(seconds)
+
+    @field_validator("*")
+    @classmethod
+    def _no_blank_filter(cls, value: Any, info: ValidationInfo) -> Any:
+        # a blank value narrows nothing: counted as a filter it would let a request select every finding
+        if info.field_name in SELECTION_FILTERS:
+            values = value if isinstance(value, list) else [value]
+            if any(isinstance(v, str) and not v.strip() for v in values):
+                raise ValueError("a blank value narrows nothing: give a non-blank value, or leave the filter out")
+        return value
 
     @model_validator(mode="after")
     def _needs_selection(self) -> Selection:

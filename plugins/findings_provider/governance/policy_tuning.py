@@ -26,6 +26,7 @@ from sqlalchemy import select
 
 from findings_provider.client.errors import FindingsApiError, NotFoundError, PolicyApiRetiredError
 from findings_provider.governance.common import model_json, prune_missing, read_frame
+from findings_provider.text import md_escape
 from findings_provider.warehouse import policy_rule_rows
 from findings_provider.warehouse.schema import findings, policy_rules, triage_actions
 
@@ -265,7 +266,11 @@ def describe(p: dict[str, Any]) -> str:
 
 
 def approval_markdown(proposals: Sequence[dict[str, Any]], report_path: str | None, limit: int = 30) -> str:
-    """A markdown summary of the proposals for the person who approves them (capped at ``limit`` rows)."""
+    """A markdown summary of the proposals for the person who approves them (capped at ``limit`` rows).
+
+    Rule paths, policy ids and modes come from the service: each is escaped (``md_escape``), so none can add
+    table rows, links, images or HTML to the request the approver reads.
+    """
     lines = [
         f"**{len(proposals)} rule mode changes proposed.** Approve to apply them with the update-policy "
         "call; each applied change is recorded in `policy_changes` with the previous mode.",
@@ -274,14 +279,12 @@ def approval_markdown(proposals: Sequence[dict[str, Any]], report_path: str | No
         "|---|---|---|---|---|---|---|",
     ]
     for p in proposals[:limit]:
-        lines.append(
-            f"| {p['policy_id']} | `{p['rule_path']}` | {p['current_mode']} | {p['proposed_mode']} | "
-            f"{p['metric']} | {p['value']:.0%} | {p['sample']} |"
-        )
+        cells = [md_escape(p[k]) for k in ("policy_id", "rule_path", "current_mode", "proposed_mode", "metric")]
+        lines.append("| " + " | ".join([*cells, f"{float(p['value']):.0%}", str(int(p["sample"]))]) + " |")
     if len(proposals) > limit:
         lines.append(f"\n... and {len(proposals) - limit} more: see the full report.")
     if report_path:
-        lines.append(f"\nFull report: `{report_path}`")
+        lines.append(f"\nFull report: {md_escape(report_path, limit=1000)}")
     return "\n".join(lines)
 
 

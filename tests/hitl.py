@@ -1,0 +1,73 @@
+"""Answer a Human-in-the-loop approval of a running ``dag.test()`` the way the HITL REST API does.
+
+On Airflow 3.3 ``dag.test()`` parks an ``ApprovalOperator`` task in ``awaiting_input`` until a response is
+recorded from outside (the Required Actions UI or the HITL REST API). ``Approver`` does what that API does
+(``update_hitl_detail``): it writes the response to the task's ``hitl_detail`` row and resumes the task with
+``handle_event_submit``; the operator then resumes in ``execute_complete`` exactly as in production. Used by the
+governance DAG tests and by the pipeline DAGs' ``dag.test()`` runner (``chaos/dagrun.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+
+class Approver(threading.Thread):
+    """Answers ``task_id`` of ``dag_id`` with ``choice`` once it waits for input (Reject after ``timeout``)."""
+
+    def __init__(self, dag_id: str, task_id: str, choice: str, timeout: float = 60.0) -> None:
+        super().__init__(daemon=True)
+        self.dag_id, self.task_id, self.choice, self.timeout = dag_id, task_id, choice, timeout
+        self.asked: dict[str, Any] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from airflow._shared.timezones import timezone
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.trigger import handle_event_submit
+        from airflow.triggers.base import TriggerEvent
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import select
+
+        deadline = time.monotonic() + self.timeout
+        while not self.done.is_set():
+            with create_session() as session:
+                ti = session.scalars(
+                    select(TaskInstance).where(
+                        TaskInstance.dag_id == self.dag_id,
+                        TaskInstance.task_id == self.task_id,
+                        TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                    )
+                ).first()
+                if ti is not None:
+                    detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one()
+                    self.asked = {"subject": detail.subject, "body": detail.body, "options": detail.options}
+                    # on timeout answer Reject anyway, so a broken run cannot hang the test session
+                    choice = self.choice if time.monotonic() < deadline else "Reject"
+                    detail.responded_by = {"id": "test-approver", "name": "Test Approver"}
+                    detail.responded_at = timezone.utcnow()
+                    detail.chosen_options = [choice]
+                    detail.params_input = {}
+                    handle_event_submit(
+                        TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
+                    )
+                    return
+            time.sleep(0.2)
+
+
+def run_with_answer(
+    dag: Any, task_id: str, choice: str, run_conf: dict[str, Any] | None = None
+) -> tuple[Any, Approver]:
+    """``dag.test(run_conf)`` with ``task_id`` answered ``choice``; returns the run and the approver."""
+    approver = Approver(dag.dag_id, task_id, choice)
+    approver.start()
+    try:
+        run = dag.test(run_conf=run_conf or {})
+    finally:
+        approver.done.set()
+        approver.join(timeout=5)
+    return run, approver
