@@ -6,10 +6,15 @@ Pulls code (`sast`), supply-chain (`sca`) and, when asked, `secrets` findings in
 
 - **extract_findings**: for each issue type, an incremental pull by a watermark on `relevant_since` (starting
   `overlap_minutes` before it), `page_size` 3000, streamed page by page into the warehouse (one transaction per
-  page). The watermark advances only when the whole pull of that type succeeded. Because the API's `since`
-  filters on `relevant_since` only, status and triage changes of older findings are caught by a full pull: with
-  `full_refresh`, and automatically once a week (`full_refresh_weekday`). Secrets have no `since` filter and are
-  always pulled completely.
+  page). The watermark advances only when the whole pull of that type succeeded, and never past the run's start
+  plus 5 minutes (a finding dated in the future is stored and counted as `future_dated`, but cannot hide later
+  findings). Because the API's `since` filters on `relevant_since` only, status and triage changes of older
+  findings are caught by a full pull: with `full_refresh`, once in every period of `full_refresh_max_age_hours`
+  (aligned on 00:00 UTC; default 24: the first run of each UTC day is a full pull, so such changes arrive within
+  a day), and on `full_refresh_weekday` (kept for compatibility; either trigger suffices, null disables one). Secrets
+  have no `since` filter and are always pulled completely. Values the warehouse cannot hold (an integer beyond
+  64 bits, a NUL character) do not fail the task: the finding is stored with that field null (skipped when its
+  id is unusable) and the result counts them in `rejected`, with a sample of `{id, field, reason}`.
 - **publish_findings** updates the `findings://warehouse/findings` Asset when rows were written (starts
   `autotriage_triage`).
 - **summarize_findings** logs a summary of open findings by severity, issue type and repository and writes it as

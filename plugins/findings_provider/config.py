@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from findings_provider.client.models import (
@@ -53,9 +63,58 @@ class FindingSelector(_Strict):
     rule_name: list[str] | None = None
     ref: list[str] | None = None
 
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a dump holds the conditions only, so that validating it again is the same selector (an unset key
+        # dumped as null would read as a key left empty)
+        return {k: v for k, v in handler(self).items() if v is not None}
+
     def columns(self) -> dict[str, list[str]]:
         """Column name -> allowed values, for the fields that are set."""
         return {k: list(v) for k, v in self.model_dump(exclude_none=True).items()}
+
+    def problems(self) -> list[str]:
+        """Why this selector would not narrow a selection: keys given but left empty, or no condition at all."""
+        empty = [
+            name for name in sorted(self.model_fields_set)
+            if not [v for v in (getattr(self, name) or ()) if str(v).strip()]
+        ]
+        if empty:
+            return [f"select key(s) {', '.join(empty)} left empty (give at least one value, or remove the key)"]
+        if not self.columns():
+            return ["select names no condition, so it would select every finding of its issue type"]
+        return []
+
+
+#: Most findings one triage policy may triage in one run without a person's approval.
+DEFAULT_MAX_TRIAGED = 5000
+#: Most tickets one ticket policy may create in one run without a person's approval.
+DEFAULT_MAX_TICKETS = 100
+
+
+class _Policy(_Strict):
+    """What every write policy has: a name, an issue type and a selector that must narrow the selection."""
+
+    name: str = Field(min_length=1)
+    issue_type: IssueType
+    enabled: bool = True
+    select: FindingSelector | None  # required; null is reported with the policy's name below
+
+    @model_validator(mode="after")
+    def _narrow_selection(self) -> _Policy:
+        # reported at the policy's ``select`` (policies.<i>.select), so the error names that line of the file
+        problems = ["select is missing or empty"] if self.select is None else self.select.problems()
+        if problems:
+            message = f"policy {self.name!r}: {problems[0]}"
+            raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                type=PydanticCustomError("unnarrowed_selection", message), loc=("select",), input=None)])
+        return self
+
+    @property
+    def selector(self) -> FindingSelector:
+        """The validated selector (never None once the policy is valid)."""
+        assert self.select is not None
+        return self.select
 
 
 class TriageSet(_Strict):
@@ -63,20 +122,16 @@ class TriageSet(_Strict):
     triage_reason: TriageReason | None = None
 
 
-class TriagePolicy(_Strict):
-    name: str
-    issue_type: IssueType
-    enabled: bool = True
-    select: FindingSelector
+class TriagePolicy(_Policy):
     set: TriageSet
     note: str | None = Field(default=None, max_length=2000)
+    #: Above this many findings in one run, a person approves first (or the run stops).
+    max_findings: int = Field(default=DEFAULT_MAX_TRIAGED, ge=1)
 
 
-class TicketPolicy(_Strict):
-    name: str
-    issue_type: IssueType
-    enabled: bool = True
-    select: FindingSelector
+class TicketPolicy(_Policy):
+    #: Above this many tickets in one run, a person approves first (or the run stops).
+    max_tickets: int = Field(default=DEFAULT_MAX_TICKETS, ge=1)
 
 
 # --- one section per DAG --------------------------------------------------------------------------------------
@@ -107,7 +162,12 @@ class ExtractionConfig(_Strict):
     )
     page_size: int = Field(default=3000, ge=100, le=3000)
     overlap_minutes: int = Field(default=60, ge=0)
+    #: A full pull is due on this weekday (0 Monday .. 6 Sunday) if the last is 6 days old; None: never.
     full_refresh_weekday: int | None = Field(default=6, ge=0, le=6)
+    #: One full pull in every period of this many hours, periods aligned on 00:00 UTC; None: never. Either
+    #: trigger suffices. 24 makes the first run of each UTC day a full pull (status and triage changes are
+    #: invisible to an incremental one), so they reach the warehouse within a day.
+    full_refresh_max_age_hours: float | None = Field(default=24, gt=0)
 
 
 class TriageConfig(_Strict):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +17,7 @@ from findings_provider.operators.triage import (
     PlanTriageOperator,
     TriageApprovalOperator,
 )
+from findings_provider.pipeline import extraction
 from findings_provider.warehouse.schema import triage_actions
 from sqlalchemy import select
 
@@ -44,6 +45,22 @@ def test_extract_accepts_rendered_params_and_pushes_written(fresh, warehouse, co
     assert set(result["issue_types"]) == {"sast", "secrets"}
     assert context["ti"].xcom["written"] == result["written"] == warehouse.count_findings() > 0
     assert warehouse.count_findings("sca") == 0
+
+
+def test_extract_makes_a_full_pull_on_the_first_run_of_a_day(fresh, warehouse, context) -> None:
+    now = datetime.now(timezone.utc)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for issue_type, last_full in (("sast", midnight - timedelta(minutes=1)), ("sca", midnight)):
+        warehouse.set_state(extraction.full_refresh_key(issue_type), last_full.isoformat())
+        warehouse.set_state(extraction.watermark_key(issue_type), (now - timedelta(hours=1)).isoformat())
+
+    result = ExtractFindingsOperator(task_id="extract", issue_types="['sast', 'sca']").execute(context)
+
+    sast, sca = result["issue_types"]["sast"], result["issue_types"]["sca"]
+    assert sast["full"] is True  # pipeline.yaml: one full pull per 24 h from 00:00 UTC
+    assert sast["reason"] == f"no full refresh since {midnight:%Y-%m-%d} 00:00 UTC (one per 24 h)"
+    assert sca["full"] is False
+    assert result["rejected"] == sast["rejected"] == 0
 
 
 def test_extract_refuses_an_unknown_issue_type_naming_the_param(fresh, warehouse, context) -> None:

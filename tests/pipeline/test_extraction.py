@@ -191,3 +191,95 @@ def test_timestamps_from_all_service_shapes_set_the_watermark(api: FakeApi, ware
     run(api, warehouse)
     mark = datetime.fromisoformat(warehouse.get_state(extraction.watermark_key("sast")))
     assert mark == datetime(2026, 11, 18, 11, 0, 0, 391807, tzinfo=timezone.utc)
+
+
+def test_a_future_dated_finding_does_not_hide_findings_that_arrive_later(api: FakeApi, warehouse, caplog) -> None:
+    api.findings["sast"] = [finding(1, minutes_ago=30), {**finding(2), "relevant_since": "2099-01-01T00:00:00Z"}]
+    first = run(api, warehouse)["issue_types"]["sast"]
+
+    assert first["future_dated"] == 1
+    assert set(rows(warehouse)) == {1, 2}  # stored all the same
+    assert "1 sast findings are dated after" in caplog.text
+    mark = datetime.fromisoformat(warehouse.get_state(extraction.watermark_key("sast")))
+    assert mark == NOW - timedelta(minutes=30)  # the newest finding not in the future
+    api.findings["sast"].append(finding(3, now=NOW + HOUR, minutes_ago=10))  # detected after the first run
+
+    second = run(api, warehouse, now=NOW + HOUR)["issue_types"]["sast"]
+    assert second["full"] is False
+    assert 3 in rows(warehouse)
+
+
+def test_a_watermark_already_in_the_future_is_replaced_by_a_full_pull(api: FakeApi, warehouse) -> None:
+    warehouse.set_state(extraction.watermark_key("sast"), "2099-01-01T00:00:00+00:00")  # saved by an old version
+    api.findings["sast"] = [finding(1, minutes_ago=30), finding(2, minutes_ago=90)]
+
+    result = run(api, warehouse)["issue_types"]["sast"]
+
+    assert result["full"] is True
+    assert result["reason"].startswith("watermark 2099-01-01T00:00:00+00:00 is in the future")
+    assert set(rows(warehouse)) == {1, 2}
+    assert datetime.fromisoformat(warehouse.get_state(extraction.watermark_key("sast"))) == NOW - timedelta(minutes=30)
+
+
+def test_status_changes_of_older_findings_arrive_with_the_first_run_of_the_next_day(api: FakeApi, warehouse) -> None:
+    api.findings["sast"] = [finding(i, minutes_ago=24 * 60 + 180 * i) for i in range(1, 6)]
+    day = timedelta(hours=24)
+    assert NOW.hour == 12  # the runs below: 12:00, 13:00, 01:00 the next day, 02:00
+    assert run(api, warehouse, full_refresh_max_age=day)["issue_types"]["sast"]["reason"] == "no full refresh yet"
+    api.by_id("sast", 3)["status"] = "fixed"  # an older finding changes: its relevant_since does not move
+
+    soon = run(api, warehouse, now=NOW + HOUR, full_refresh_max_age=day)["issue_types"]["sast"]
+    assert soon["full"] is False
+    assert rows(warehouse)[3].status == "open"
+
+    next_day = run(api, warehouse, now=NOW + 13 * HOUR, full_refresh_max_age=day)["issue_types"]["sast"]
+    assert (next_day["full"], next_day["reason"]) == (True, "no full refresh since 2026-11-19 00:00 UTC (one per 24 h)")
+    assert rows(warehouse)[3].status == "fixed"  # 13 hours later: within a day
+    later = run(api, warehouse, now=NOW + 14 * HOUR, full_refresh_max_age=day)["issue_types"]["sast"]
+    assert later["full"] is False  # one full pull per day
+
+
+@pytest.mark.parametrize(
+    ("on_weekday", "max_age_hours", "last_hours_ago", "expected"),
+    [
+        (True, None, 7 * 24, "weekly full refresh"),
+        (True, 10 * 24, 7 * 24, "weekly full refresh"),  # either trigger suffices
+        (False, 24, 13, "no full refresh since 2026-11-18 00:00 UTC (one per 24 h)"),  # yesterday 23:00
+        (False, 6, 1, "no full refresh since 2026-11-18 12:00 UTC (one per 6 h)"),  # 11:00, before the period
+        (None, 24, None, "no full refresh yet"),
+        (True, 24, 11, None),  # 01:00 today
+        (True, 10 * 24, 5 * 24, None),  # on the weekday, but not 6 days old; nor in this 10-day period
+        (None, None, None, None),  # both triggers disabled
+    ],
+)
+def test_either_full_refresh_trigger_suffices(warehouse, on_weekday, max_age_hours, last_hours_ago, expected) -> None:
+    if last_hours_ago is not None:
+        warehouse.set_state(extraction.full_refresh_key("sast"), (NOW - last_hours_ago * HOUR).isoformat())
+    weekday = None if on_weekday is None else (NOW.weekday() + (0 if on_weekday else 1)) % 7
+    max_age = None if max_age_hours is None else max_age_hours * HOUR
+    assert extraction.full_refresh_reason(warehouse, "sast", weekday=weekday, max_age=max_age, now=NOW) == expected
+
+
+def test_values_the_warehouse_cannot_hold_are_reported_and_the_pull_goes_on(api: FakeApi, warehouse) -> None:
+    api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 151)]
+    api.by_id("sast", 5)["id"] = 2**64  # an id beyond BIGINT: the finding cannot be stored
+    api.by_id("sast", 6)["rule_name"] = "rule\x00name"  # a NUL character: PostgreSQL text cannot hold it
+    api.by_id("sast", 7)["first_seen_scan_id"] = 2**63
+
+    result = run(api, warehouse)["issue_types"]["sast"]
+
+    stored = rows(warehouse)
+    assert set(stored) == set(range(1, 151)) - {5}  # the rest of page 0 and page 1 are loaded
+    assert (stored[6].rule_name, stored[7].first_seen_scan_id) == (None, None)
+    assert "\\u0000" in stored[6].raw  # raw keeps what was received
+    assert (stored[7].rule_name, stored[6].first_seen_scan_id) == ("rule.a", 7)
+    assert (result["rejected"], result["skipped"], result["unique"], result["received"]) == (3, 1, 149, 150)
+    assert sorted(result["rejected_sample"], key=lambda r: r["field"]) == [
+        {"id": 7, "field": "first_seen_scan_id", "reason": "integer beyond the 64-bit range of the column",
+         "action": "stored as NULL"},
+        {"id": str(2**64), "field": "id", "reason": "integer beyond the 64-bit range of the column",
+         "action": "finding skipped"},
+        {"id": 6, "field": "rule_name", "reason": "NUL character, which PostgreSQL text cannot hold",
+         "action": "stored as NULL"},
+    ]
+    assert warehouse.get_state(extraction.watermark_key("sast")) is not None

@@ -17,11 +17,14 @@ from findings_provider.values import ParamError, as_bool, as_int, as_optional_in
 class ExtractFindingsOperator(FindingsBaseOperator):
     """Pull findings of each issue type into the warehouse, incrementally, streaming page by page.
 
-    Each pull starts at the issue type's watermark minus an overlap (everything when there is none, on
-    ``full_refresh``, and on the weekly full-refresh day); pages of ``page_size`` are upserted one transaction
-    each; the watermark advances only after the whole pull succeeded. ``secrets`` are listed through their
-    own cursor-paged operation and always pulled completely. Returns the counts per issue type and pushes
-    ``written`` (rows inserted or changed) under its own XCom key.
+    Each pull starts at the issue type's watermark minus an overlap; everything when there is none, on
+    ``full_refresh``, once in every period of pipeline.yaml's ``full_refresh_max_age_hours`` (aligned on 00:00
+    UTC; status and triage changes reach the warehouse only through a full pull), and on its
+    ``full_refresh_weekday``. Pages of ``page_size`` are upserted one transaction each; the watermark advances
+    only after the whole pull succeeded, and never past the run's start (plus a small clock skew). ``secrets``
+    are listed through their own cursor-paged operation and always pulled completely. Values the warehouse
+    cannot hold do not fail the task: they are counted in ``rejected`` (with a sample) and logged as warnings.
+    Returns the counts per issue type and pushes ``written`` (rows inserted or changed) under its own XCom key.
 
     :param issue_types: any of ``sast``, ``sca``, ``secrets`` (templated; default from pipeline.yaml).
     :param full_refresh: pull everything regardless of the watermark (templated).
@@ -57,12 +60,14 @@ class ExtractFindingsOperator(FindingsBaseOperator):
         if page_size > 3000:
             raise ParamError(f"page_size = {page_size} must be <= 3000 (the API's maximum)")
         overlap = as_optional_int(self.overlap_minutes, "overlap_minutes", minimum=0)
+        max_age = cfg.full_refresh_max_age_hours
         result = extraction.run_extraction(
             self.api_hook.client,
             self.warehouse_hook.get_warehouse(),
             types,
             full_refresh=as_bool(self.full_refresh, "full_refresh"),
             full_refresh_weekday=cfg.full_refresh_weekday,
+            full_refresh_max_age=None if max_age is None else timedelta(hours=max_age),
             overlap=timedelta(minutes=cfg.overlap_minutes if overlap is None else overlap),
             page_size=page_size,
         )

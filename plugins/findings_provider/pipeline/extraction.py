@@ -2,8 +2,23 @@
 
 One page is held at a time: each page's raw items become rows and are upserted in their own transaction, then
 dropped. The watermark (the newest ``relevant_since`` seen) is saved only after a whole pull succeeded; the next
-pull starts ``overlap`` before it. Because ``since`` filters on ``relevant_since`` only, status and triage
-changes of older findings are caught by a full pull: on request, and automatically once a week.
+pull starts ``overlap`` before it. It never moves past the run's start plus ``MAX_CLOCK_SKEW``: a finding dated
+later is stored and counted (``future_dated``) but does not move the watermark, or it would hide every finding
+that arrives before that date. A watermark already in the future (saved before this rule) makes a full pull.
+
+Because ``since`` filters on ``relevant_since`` only, status and triage changes of older findings are invisible to
+an incremental pull; a full pull reconciles them. It runs on request, once in every period of
+``full_refresh_max_age`` (periods aligned on 00:00 UTC; the configured default, 24 hours, makes the first run of
+each UTC day a full pull: the daily scheduled run at midnight), and on ``full_refresh_weekday`` when the last one
+is at least ``FULL_REFRESH_MIN_AGE`` old; either trigger suffices and None disables it. What remains stale, and
+why: a status or triage change reaches the warehouse with the next full pull, at most one period later (a day,
+plus the run's own duration and scheduling delay). Findings that leave the service's result (fixed, removed) keep
+their last stored state until then too (``not_seen`` counts them). The writes (triage, tickets) do not depend
+on it: they re-read their findings right before acting (``pipeline.freshness``).
+
+Values the warehouse cannot hold (an integer beyond 64 bits, a NUL character, an item that is not UTF-8: see
+:mod:`findings_provider.warehouse.rows`) never fail a page: the finding is stored with that column NULL, or
+skipped when its id is unusable, and the pull reports ``rejected`` with a sample of ``{id, field, reason}``.
 """
 
 from __future__ import annotations
@@ -19,11 +34,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
-from sqlalchemy import select
-
 from findings_provider.client.timeutil import parse_timestamp
-from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, finding_rows
-from findings_provider.warehouse.schema import findings
+from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
+from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN
+from findings_provider.warehouse.timestamps import utc_text
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,9 +51,13 @@ SECRETS_PAGE_SIZE_MAX = 1000
 GC_EVERY_PAGES = 4
 #: Seen ids are compacted (see ``_SeenIds``) every this many.
 SEEN_BATCH = 100_000
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: A weekly full refresh is due when the last one is at least this old.
 FULL_REFRESH_MIN_AGE = timedelta(days=6)
+#: How far past the run's start a ``relevant_since`` may lie (the service's clock against ours) and still move
+#: the watermark.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+#: Rejected values listed in a pull's result (and logged one by one); the rest are only counted.
+REJECTED_SAMPLE = 10
 
 _ID = FINDING_COLUMNS.index("id")
 _RELEVANT_SINCE = FINDING_COLUMNS.index("relevant_since")
@@ -68,6 +86,12 @@ class PullResult:
     written: int = 0
     watermark: str | None = None
     not_seen: int | None = None
+    #: Findings dated after the run's start plus ``MAX_CLOCK_SKEW``: stored, not used for the watermark.
+    future_dated: int = 0
+    #: Values the warehouse cannot hold (one per finding and field), and findings skipped for one in their key.
+    rejected: int = 0
+    skipped: int = 0
+    rejected_sample: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,8 +123,8 @@ class _SeenIds:
         """Add ids that are not in the set yet (repeats among them are fine)."""
         self._recent.update(ids)
         if len(self._recent) >= SEEN_BATCH:
-            merged = sorted(i for i in self._recent if _INT64_MIN <= i <= _INT64_MAX)
-            self._recent = {i for i in self._recent if not _INT64_MIN <= i <= _INT64_MAX}
+            merged = sorted(i for i in self._recent if INT64_MIN <= i <= INT64_MAX)
+            self._recent = {i for i in self._recent if not INT64_MIN <= i <= INT64_MAX}
             self._sorted = array("q", heapq.merge(self._sorted, merged))
 
 
@@ -108,6 +132,26 @@ class _SeenIds:
 class _Progress:
     seen: _SeenIds = field(default_factory=_SeenIds)
     newest: str | None = None
+    #: (id, field) of the values rejected so far: a finding repeated by a moving result set is reported once.
+    rejected: set[tuple[Any, str]] = field(default_factory=set)
+
+
+@dataclass
+class _Page:
+    """One page turned into rows, with the values its findings had that the warehouse cannot hold."""
+
+    rows: list[tuple[Any, ...]]
+    rejected: list[Rejection]
+    received: int
+
+
+def _page_rows(issue_type: str) -> Callable[[Any], _Page]:
+    def prepare(page: Any) -> _Page:
+        rejected: list[Rejection] = []
+        items = page.items
+        return _Page(finding_rows(issue_type, items, rejected), rejected, len(items))
+
+    return prepare
 
 
 def _pages(client: Any, issue_type: str, since: datetime | None, page_size: int) -> Iterable[Any]:
@@ -152,28 +196,43 @@ def extract_findings(
     since: datetime | None,
     page_size: int = 3000,
     on_page: Callable[[PullResult], None] | None = None,
+    now: datetime | None = None,
 ) -> PullResult:
     """Pull every ``issue_type`` finding with ``relevant_since`` >= ``since`` (all when None) into the warehouse.
 
     Each page is upserted in its own transaction; ids already seen in this pull are dropped (a result set
-    that moves while paging repeats items). Returns the counts and the newest ``relevant_since`` seen
-    (``watermark``); saving it is the caller's job, once the pull succeeded.
+    that moves while paging repeats items). Returns the counts and the newest ``relevant_since`` seen up to
+    ``now`` (the run's start, default: the current time) plus ``MAX_CLOCK_SKEW`` (``watermark``); saving it is
+    the caller's job, once the pull succeeded.
     """
     full = since is None or issue_type == "secrets"
     result = PullResult(issue_type=issue_type, full=full, since=None if full else since.isoformat())
     progress = _Progress()
+    latest = utc_text((now or datetime.now(timezone.utc)) + MAX_CLOCK_SKEW)
+    assert latest is not None  # an aware datetime always has a canonical text
     # The collections below then scan only what the pull allocates, not the task process's whole heap (Airflow
     # and its imports: a full collection of that costs 0.1-0.2 s, a quarter of the pull's CPU time).
     already_frozen = gc.get_freeze_count() > 0
     gc.freeze()
     try:
-        _pull(client, warehouse, issue_type, None if full else since, page_size, on_page, result, progress)
+        _pull(client, warehouse, issue_type, None if full else since, page_size, on_page, result, progress, latest)
     finally:
         if not already_frozen:
             gc.unfreeze()
     result.watermark = progress.newest
     if full:
-        result.not_seen = _count_not_seen(warehouse, issue_type, progress.seen)
+        result.not_seen = warehouse.count_findings_not_in(issue_type, progress.seen)
+    if result.future_dated:
+        log.warning(
+            "%d %s findings are dated after %s (the run's start plus %s): stored, but not used for the watermark",
+            result.future_dated, issue_type, latest, MAX_CLOCK_SKEW,
+        )
+    if result.rejected:
+        log.warning(
+            "%d values of %s findings cannot be stored (%d findings skipped, the other values stored as NULL); "
+            "first ones: %s",
+            result.rejected, issue_type, result.skipped, result.rejected_sample,
+        )
     return result
 
 
@@ -186,17 +245,25 @@ def _pull(
     on_page: Callable[[PullResult], None] | None,
     result: PullResult,
     progress: _Progress,
+    latest: str,
 ) -> None:
     pages = _pages(client, issue_type, since, page_size)
-    for rows in _fetched_ahead(pages, lambda page: finding_rows(issue_type, page.items)):
+    for page in _fetched_ahead(pages, _page_rows(issue_type)):
+        rows = page.rows
         result.requests += 1
         fresh = [row for row in rows if row[_ID] not in progress.seen]
         result.pages += 1
-        result.received += len(rows)
+        result.received += page.received
         result.duplicates += len(rows) - len(fresh)
+        if page.rejected:
+            _note_rejected(result, progress, page.rejected)
         if fresh:
             progress.seen.update(row[_ID] for row in fresh)
             newest = max((row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]), default=None)
+            if newest and newest > latest:  # canonical UTC texts compare as instants
+                dates = [row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]]
+                result.future_dated += sum(1 for date in dates if date > latest)
+                newest = max((date for date in dates if date <= latest), default=None)
             if newest and (progress.newest is None or newest > progress.newest):
                 progress.newest = newest
             result.written += warehouse.upsert_findings(fresh)
@@ -205,26 +272,64 @@ def _pull(
             "pulled %d %s findings, page %d, %d total (%d written)",
             len(rows), issue_type, result.pages, result.unique, result.written,
         )
-        del rows, fresh
+        del page, rows, fresh
         if on_page is not None:
             on_page(result)
         if result.pages % GC_EVERY_PAGES == 0:
             gc.collect()
 
 
-def _count_not_seen(warehouse: Warehouse, issue_type: str, seen: _SeenIds) -> int:
-    """Warehouse findings of ``issue_type`` that a complete pull did not return (gone from the service)."""
-    stmt = select(findings.c.id).where(findings.c.issue_type == issue_type)
-    with warehouse.engine.connect() as conn:
-        return sum(1 for found in conn.execute(stmt).scalars() if found not in seen)
+def _note_rejected(result: PullResult, progress: _Progress, rejected: list[Rejection]) -> None:
+    """Count a page's rejected values (each finding and field once per pull); log and keep the first few."""
+    for rejection in rejected:
+        key = (rejection.id, rejection.field)
+        if rejection.id is not None:  # a finding without an id cannot be told from another
+            if key in progress.rejected:
+                continue
+            progress.rejected.add(key)
+        result.rejected += 1
+        result.skipped += rejection.skipped
+        if len(result.rejected_sample) < REJECTED_SAMPLE:
+            result.rejected_sample.append(rejection.as_dict())
+            log.warning(
+                "%s finding %s: %s: %s; %s",
+                rejection.issue_type, rejection.id, rejection.field, rejection.reason,
+                "the finding is skipped" if rejection.skipped else "stored as NULL",
+            )
 
 
-def full_refresh_due(warehouse: Warehouse, issue_type: str, weekday: int | None, now: datetime) -> bool:
-    """Whether the weekly reconciliation of ``issue_type`` is due: on ``weekday``, at most once in 6 days."""
-    if weekday is None or now.weekday() != weekday:
-        return False
+def period_start(now: datetime, length: timedelta) -> datetime:
+    """Start of the period of ``length`` holding ``now``, periods aligned on 00:00 UTC (24 h: today's midnight)."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return epoch + ((now - epoch) // length) * length
+
+
+def full_refresh_reason(
+    warehouse: Warehouse,
+    issue_type: str,
+    *,
+    weekday: int | None,
+    max_age: timedelta | None,
+    now: datetime,
+) -> str | None:
+    """Why a full pull of ``issue_type`` is due, or None when it is not.
+
+    Due when no full refresh was made in the current period of ``max_age`` (periods aligned on 00:00 UTC: with
+    24 hours, the first run of each UTC day), or on ``weekday`` when the last one is at least
+    ``FULL_REFRESH_MIN_AGE`` old (never recorded counts as old). Either suffices; None disables a trigger.
+    """
+    if max_age is None and (weekday is None or now.weekday() != weekday):
+        return None
     last = parse_timestamp(warehouse.get_state(full_refresh_key(issue_type)))
-    return last is None or now - last >= FULL_REFRESH_MIN_AGE
+    if weekday is not None and now.weekday() == weekday and (last is None or now - last >= FULL_REFRESH_MIN_AGE):
+        return "weekly full refresh"
+    if max_age is not None:
+        if last is None:
+            return "no full refresh yet"
+        start = period_start(now, max_age)
+        if last < start:
+            return f"no full refresh since {start:%Y-%m-%d %H:%M} UTC (one per {max_age.total_seconds() / 3600:g} h)"
+    return None
 
 
 def pull_since(
@@ -235,17 +340,23 @@ def pull_since(
     full_refresh_weekday: int | None,
     overlap: timedelta,
     now: datetime,
+    full_refresh_max_age: timedelta | None = None,
 ) -> tuple[datetime | None, str]:
     """Where the next pull of ``issue_type`` starts (None: everything) and why."""
     if issue_type == "secrets":
         return None, "secrets are always pulled completely"
     if full_refresh:
         return None, "full refresh requested"
-    if full_refresh_due(warehouse, issue_type, full_refresh_weekday, now):
-        return None, "weekly full refresh"
+    reason = full_refresh_reason(
+        warehouse, issue_type, weekday=full_refresh_weekday, max_age=full_refresh_max_age, now=now
+    )
+    if reason is not None:
+        return None, reason
     mark = parse_timestamp(warehouse.get_state(watermark_key(issue_type)))
     if mark is None:
         return None, "no watermark yet"
+    if mark > now + MAX_CLOCK_SKEW:
+        return None, f"watermark {mark.isoformat()} is in the future (set by a future-dated finding)"
     return mark - overlap, f"incremental from watermark {mark.isoformat()} minus {overlap}"
 
 
@@ -256,13 +367,16 @@ def run_extraction(
     *,
     full_refresh: bool = False,
     full_refresh_weekday: int | None = None,
+    full_refresh_max_age: timedelta | None = None,
     overlap: timedelta = timedelta(hours=1),
     page_size: int = 3000,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Pull each issue type and advance its watermark after its pull succeeded; return the counts per type.
 
-    A failing type does not undo the others: their watermarks are saved, then the first error is raised.
+    A full pull is made on ``full_refresh``, when the last one is older than ``full_refresh_max_age``, and on
+    ``full_refresh_weekday`` (at most once in ``FULL_REFRESH_MIN_AGE``); None disables a trigger. A failing type
+    does not undo the others: their watermarks are saved, then the first error is raised.
     """
     now = now or datetime.now(timezone.utc)
     results: dict[str, Any] = {}
@@ -275,12 +389,13 @@ def run_extraction(
             issue_type,
             full_refresh=full_refresh,
             full_refresh_weekday=full_refresh_weekday,
+            full_refresh_max_age=full_refresh_max_age,
             overlap=overlap,
             now=now,
         )
         log.info("pulling %s findings: %s", issue_type, reason)
         try:
-            result = extract_findings(client, warehouse, issue_type, since=since, page_size=page_size)
+            result = extract_findings(client, warehouse, issue_type, since=since, page_size=page_size, now=now)
         except Exception as exc:
             log.error("pull of %s findings failed; its watermark stays where it was: %s", issue_type, exc)
             error = error or exc
@@ -299,13 +414,16 @@ def run_extraction(
         "written": sum(r["written"] for r in results.values()),
         "findings": sum(r["unique"] for r in results.values()),
         "requests": sum(r["requests"] for r in results.values()),
+        "rejected": sum(r["rejected"] for r in results.values()),
+        "future_dated": sum(r["future_dated"] for r in results.values()),
     }
 
 
 def _save_progress(warehouse: Warehouse, result: PullResult, now: datetime) -> None:
+    """Advance the watermark (or replace one in the future); record the time of a full refresh."""
     old = parse_timestamp(warehouse.get_state(watermark_key(result.issue_type)))
     new = parse_timestamp(result.watermark)
-    if new is not None and (old is None or new > old):
+    if new is not None and (old is None or new > old or old > now + MAX_CLOCK_SKEW):
         warehouse.set_state(watermark_key(result.issue_type), new.isoformat())
     if result.full:
         warehouse.set_state(full_refresh_key(result.issue_type), now.isoformat())

@@ -9,19 +9,30 @@ fastest path, one transaction per call:
 
 A row whose ``raw`` JSON is unchanged is not written at all (its ``synced_at`` keeps the time its content was
 last written), so a re-sync writes nothing new. Rows are the tuples of :mod:`.rows`.
+
+On PostgreSQL a lost connection (the server restarted, or the session was terminated) does not fail an operation
+whose repetition is harmless: upserts, pipeline state, reads and triage outcome updates run again on a new
+connection after a short wait, up to ``len(RECONNECT_DELAYS)`` times (about 15 s in all; a longer outage fails the
+task, whose own retries take over). The transaction that was cut is rolled back by the server, so a page upsert
+is repeated whole. Recording a triage request is an insert: before repeating it, the store looks for the row
+that the lost attempt may have committed (the commit's acknowledgement can be what was lost), so the request is
+logged exactly once.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Sequence
+import logging
+import time
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from operator import itemgetter
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from sqlalchemy import Table, func, inspect, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
 from .rows import (
@@ -46,7 +57,10 @@ from .schema import (
 )
 from .timestamps import utc_now_text
 
-TriageStatus = Literal["planned", "succeeded", "failed"]
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TriageStatus = Literal["planned", "succeeded", "failed", "dropped"]
 TicketOutcome = Literal["succeeded", "failed", "skipped", "planned", "ambiguous"]
 TRIAGE_STATUSES: tuple[str, ...] = get_args(TriageStatus)
 TICKET_OUTCOMES: tuple[str, ...] = get_args(TicketOutcome)
@@ -56,6 +70,10 @@ TICKETED_OUTCOMES = ("succeeded", "ambiguous")
 _SCHEMA_LOCK_KEY = 0x46_57_48_01
 
 _INSERTS: dict[str, Callable[[Table], Any]] = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
+#: Seconds to wait before each new attempt of a PostgreSQL operation that lost its connection.
+RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+#: SQLSTATEs of a server that is shutting down or starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
+_SHUTDOWN_CODES = ("57P01", "57P02", "57P03")
 
 
 @dataclass(frozen=True)
@@ -132,20 +150,26 @@ class Warehouse:
         if not unique:
             return 0
         now = utc_now_text()
-        with self.engine.begin() as conn:
-            cursor = conn.connection.cursor()
-            try:
-                if conn.dialect.name == "postgresql":
-                    create_stage, copy, merge = self._sql(conn, table, columns)
-                    cursor.execute(create_stage)
-                    cursor.copy_expert(copy, io.StringIO(_copy_text(unique)))
-                    cursor.execute(merge, (now,))
-                else:
-                    (upsert,) = self._sql(conn, table, columns)
-                    cursor.executemany(upsert, [(*row, now) for row in unique])
-                return int(cursor.rowcount)
-            finally:
-                cursor.close()
+
+        def write() -> int:
+            with self.engine.begin() as conn:
+                cursor = conn.connection.cursor()
+                try:
+                    if conn.dialect.name == "postgresql":
+                        create_stage, copy, merge = self._sql(conn, table, columns)
+                        cursor.execute(create_stage)
+                        cursor.copy_expert(copy, io.StringIO(_copy_text(unique)))
+                        cursor.execute(merge, (now,))
+                    else:
+                        (upsert,) = self._sql(conn, table, columns)
+                        cursor.executemany(upsert, [(*row, now) for row in unique])
+                    # A lost connection raises here as the driver's error; the rollback on the way out then fails
+                    # as a SQLAlchemy error marked as a disconnect (and the pool is invalidated).
+                    return int(cursor.rowcount)
+                finally:
+                    cursor.close()
+
+        return self._reconnecting(f"upsert of {len(unique)} {table.name} rows", write)
 
     def _sql(self, conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
         """Build (once per table) the dialect's upsert statements for ``columns`` plus ``synced_at``."""
@@ -155,12 +179,31 @@ class Warehouse:
             self._statements[table.name] = statements
         return statements
 
+    def _reconnecting(self, what: str, work: Callable[[], T]) -> T:
+        """Run ``work`` (harmless to repeat, one transaction); on PostgreSQL again after a lost connection."""
+        if self.engine.dialect.name != "postgresql":
+            return work()
+        for delay in (*RECONNECT_DELAYS, None):
+            try:
+                return work()
+            except DBAPIError as error:
+                if delay is None or not _disconnected(error):
+                    raise
+                reason = str(error.orig).strip().partition("\n")[0] or type(error.orig).__name__
+                log.warning("%s: the warehouse connection was lost (%s); trying again in %.1f s", what, reason, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns or raises
+
     # --- pipeline state ---------------------------------------------------------------------------
 
     def get_state(self, key: str, default: Any = None) -> Any:
         """Return the JSON value stored under ``key``, or ``default`` when there is none."""
-        with self.engine.connect() as conn:
-            row = conn.execute(select(pipeline_state.c.value).where(pipeline_state.c.key == key)).first()
+
+        def read() -> Any:
+            with self.engine.connect() as conn:
+                return conn.execute(select(pipeline_state.c.value).where(pipeline_state.c.key == key)).first()
+
+        row = self._reconnecting(f"reading state {key}", read)
         return default if row is None else row.value
 
     def set_state(self, key: str, value: Any) -> None:
@@ -170,8 +213,12 @@ class Warehouse:
             index_elements=[pipeline_state.c.key],
             set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
         )
-        with self.engine.begin() as conn:
-            conn.execute(stmt)
+
+        def write() -> None:
+            with self.engine.begin() as conn:
+                conn.execute(stmt)
+
+        self._reconnecting(f"saving state {key}", write)
 
     # --- action logs ------------------------------------------------------------------------------
 
@@ -189,22 +236,37 @@ class Warehouse:
         num_triaged: int | None = None,
         error: str | None = None,
     ) -> int:
-        """Log one bulk-triage request (made or planned) and return its id."""
+        """Log one bulk-triage request (made or planned) and return its id; exactly once, even across a lost
+        connection (see the module's docstring)."""
         _check(status, TRIAGE_STATUSES, "triage status")
+        # Set here, not by the column default: it is what identifies this row if an attempt's outcome is lost.
+        identity = {
+            "run_id": run_id,
+            "dag_id": dag_id,
+            "issue_type": issue_type,
+            "dry_run": dry_run,
+            "issue_ids": list(issue_ids),
+            "status": status,
+            "created_at": utc_now_text(),
+        }
         stmt = triage_actions.insert().values(
-            run_id=run_id,
-            dag_id=dag_id,
-            issue_type=issue_type,
-            dry_run=dry_run,
-            issue_ids=list(issue_ids),
-            request=request,
-            response=response,
-            num_triaged=num_triaged,
-            status=status,
-            error=error,
+            **identity, request=request, response=response, num_triaged=num_triaged, error=error
         )
-        with self.engine.begin() as conn:
-            return int(conn.execute(stmt).inserted_primary_key[0])
+        landed = select(triage_actions.c.id).where(*(triage_actions.c[key] == value for key, value in identity.items()))
+        attempted = False
+
+        def record() -> int:
+            nonlocal attempted
+            if attempted:  # an earlier attempt lost its connection: it may have committed the row
+                with self.engine.connect() as conn:
+                    found = conn.execute(landed).scalar()
+                if found is not None:
+                    return int(found)
+            attempted = True
+            with self.engine.begin() as conn:
+                return int(conn.execute(stmt).inserted_primary_key[0])
+
+        return self._reconnecting("recording a triage request", record)
 
     def update_triage_action(
         self,
@@ -222,9 +284,13 @@ class Warehouse:
             .where(triage_actions.c.id == action_id)
             .values(status=status, response=response, num_triaged=num_triaged, error=error)
         )
-        with self.engine.begin() as conn:
-            if conn.execute(stmt).rowcount != 1:
-                raise KeyError(f"no triage action with id {action_id}")
+
+        def write() -> None:
+            with self.engine.begin() as conn:
+                if conn.execute(stmt).rowcount != 1:
+                    raise KeyError(f"no triage action with id {action_id}")
+
+        self._reconnecting(f"updating triage request {action_id}", write)
 
     def record_ticket_actions(self, actions: Iterable[TicketAction]) -> int:
         """Log ticket-creation outcomes, one row per finding; return how many were logged."""
@@ -283,6 +349,16 @@ class Warehouse:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(findings).where(*conditions)).scalar_one())
 
+    def count_findings_not_in(self, issue_type: str, ids: Container[int]) -> int:
+        """Count the findings of ``issue_type`` whose id is not in ``ids`` (streamed: ``ids`` may be large)."""
+        stmt = select(findings.c.id).where(findings.c.issue_type == issue_type)
+
+        def count() -> int:
+            with self.engine.connect() as conn:
+                return sum(1 for found in conn.execute(stmt).scalars() if found not in ids)
+
+        return self._reconnecting(f"counting {issue_type} findings", count)
+
     def finding_ids_where(self, issue_type: str, **equals: Any) -> list[int]:
         """Ids (ascending) of ``issue_type`` findings matching every ``column=value`` (see count_findings)."""
         stmt = (
@@ -292,6 +368,14 @@ class Warehouse:
         )
         with self.engine.connect() as conn:
             return list(conn.execute(stmt).scalars())
+
+
+def _disconnected(error: DBAPIError) -> bool:
+    """Whether a PostgreSQL error means the connection was lost or could not be made (the server may be back soon)."""
+    if error.connection_invalidated:
+        return True
+    code = getattr(error.orig, "pgcode", None)
+    return isinstance(error, OperationalError) and (code is None or code[:2] == "08" or code in _SHUTDOWN_CODES)
 
 
 def _check(value: str, allowed: tuple[str, ...], what: str) -> None:
