@@ -5,14 +5,16 @@ to the last warehouse write:
 
 - triage: the default triage policy of ``include/pipeline.yaml`` (open code findings with the autotriage verdict
   ``false_positive``) is planned by ``pipeline.triage.plan_triage``, cut to its first ``--triage`` findings
-  (chunks of 3000, as the planner cuts them), recorded by ``record_plan`` and executed by ``execute_plan``: one
-  bulk-triage request per chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in
-  the warehouse;
-- tickets: ``pipeline.tickets.plan_tickets`` with a benchmark policy (every open code finding, so that there are
-  enough (repository, rule) groups), cut to its first ``--groups`` groups (batches of 20 groups, as planned),
-  sent by ``create_tickets``; outcomes recorded per finding.
+  (chunks of 3000, as the planner cuts them), recorded by ``record_plan`` and executed by ``execute_plan``: the
+  planned findings re-read from the service (the fresh state before the write), one bulk-triage request per
+  chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in the warehouse;
+- tickets: ``pipeline.tickets.plan_policies`` with a benchmark policy (every open code finding, so that there
+  are enough (repository, rule) groups), its candidates re-read from the service and cut to the first
+  ``--groups`` groups by ``fresh_batches`` (batches of 20 groups), sent by ``create_tickets``; outcomes recorded
+  per finding.
 
-Requests are counted from the emulator's request log and compared with ceil(N/3000) and ceil(groups/20).
+Requests are counted from the emulator's request log and compared with ceil(N/3000) and ceil(groups/20); the
+re-reads (findings requests) with ceil(candidates/3000) + 1.
 
     python bench/bulk_actions.py --base-url http://127.0.0.1:8900 --token T --slug acme --deployment-id 1 \
         --database-url sqlite:////tmp/bulk.db --triage 10000 --groups 500 --out bulk.json
@@ -61,7 +63,7 @@ def main() -> None:
         selected = planned.selected[: args.triage]
         plan = triage.PolicyPlan(policy, selected, triage.chunked([f.id for f in selected], triage.MAX_CHUNK))
         action_ids = triage.record_plan(warehouse, [plan], dry_run=False, dag_id="bench", run_id="bench-triage")
-        counts = triage.execute_plan(client, warehouse, action_ids)
+        counts = triage.execute_plan(client, warehouse, action_ids, [policy])
         seconds = time.perf_counter() - started
         requests = count_requests(emulator_requests(admin))
         out["triage"] = {
@@ -69,6 +71,8 @@ def main() -> None:
             "selected": len(selected), "seconds": seconds, "findings_per_s": len(selected) / seconds,
             "requests": requests["by_operation"].get("triage", 0),
             "expected_requests": math.ceil(len(selected) / triage.MAX_CHUNK),
+            "reread_requests": requests["by_operation"].get("findings", 0),
+            "reread_budget": math.ceil(len(selected) / triage.MAX_CHUNK) + 1, "dropped": counts["dropped"],
             "triaged_by_service": counts["triaged"], "warehouse_rows_refreshed": counts["refreshed"],
         }
 
@@ -77,15 +81,10 @@ def main() -> None:
                                      select={"status": ["open"]})
         admin.delete("/_emulator/requests").raise_for_status()
         started = time.perf_counter()
-        batches = tickets.plan_tickets(warehouse, [ticket_policy])
-        chosen: list[Any] = []
-        groups = 0
-        for batch in batches:
-            if groups >= args.groups:
-                break
-            batch.groups = batch.groups[: args.groups - groups]
-            groups += len(batch.groups)
-            chosen.append(batch)
+        (ticket_plan,) = tickets.plan_policies(warehouse, [ticket_policy])
+        chosen, reread = tickets.fresh_batches(client, warehouse, [ticket_plan],
+                                               allowed={ticket_policy.name: args.groups}, run_id="bench-tickets")
+        groups = sum(len(b.groups) for b in chosen)
         tally = tickets.create_tickets(client, warehouse, chosen, run_id="bench-tickets")
         seconds = time.perf_counter() - started
         requests = count_requests(emulator_requests(admin))
@@ -94,6 +93,8 @@ def main() -> None:
             "seconds": seconds, "groups_per_s": groups / seconds,
             "requests": requests["by_operation"].get("tickets", 0),
             "expected_requests": math.ceil(groups / tickets.TICKETS_PER_CALL_MAX),
+            "candidates": len(ticket_plan.selected), "reread_requests": requests["by_operation"].get("findings", 0),
+            "reread_budget": math.ceil(len(ticket_plan.selected) / 3000) + 1, "dropped": reread["dropped"],
             "tickets_created": tally.tickets, "succeeded": tally.succeeded, "failed": tally.failed,
             "skipped": tally.skipped,
         }

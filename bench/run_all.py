@@ -357,6 +357,10 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
             add(f"tickets for {tic['groups']} groups in ceil(groups/20) requests ({n})",
                 f"{tic['requests']} requests (expected {tic['expected_requests']}), {tic['seconds']:.2f} s",
                 tic["requests"] == tic["expected_requests"])
+            for what, b in (("triage", tri), ("tickets", tic)):
+                add(f"fresh re-read before {what} in <= ceil(candidates/3000)+1 requests ({n})",
+                    f"{b['reread_requests']} requests (budget {b['reread_budget']})",
+                    b["reread_requests"] <= b["reread_budget"])
     keys = sorted(sizes, key=int)
     if len(keys) >= 2:
         small, large = sizes[keys[0]], sizes[keys[-1]]
@@ -483,9 +487,15 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"| triage (`pipeline.triage`: plan, record, execute, refresh) | {t['selected']:,} findings "
             f"(of {t['eligible']:,} eligible) | {t['requests']} ({t['expected_requests']}) | {t['seconds']:.2f} | "
             f"{_rate(t['findings_per_s'])} findings/s |",
-            f"| tickets (`pipeline.tickets`: plan, create, record) | {k['groups']} groups, {k['findings']:,} "
-            f"findings | {k['requests']} ({k['expected_requests']}) | {k['seconds']:.2f} | "
-            f"{k['groups_per_s']:.0f} groups/s |", ""]
+            f"| tickets (`pipeline.tickets`: plan, re-read, create, record) | {k['groups']} groups, "
+            f"{k['findings']:,} findings | {k['requests']} ({k['expected_requests']}) | {k['seconds']:.2f} | "
+            f"{k['groups_per_s']:.0f} groups/s |", "",
+            "Fresh re-read right before the write (`pipeline.freshness`: findings requests, budget "
+            "ceil(candidates/3000) + 1 per policy):", "",
+            "| write | candidates | re-read requests (budget) | dropped |", "|---|---|---|---|",
+            f"| triage | {t['selected']:,} | {t['reread_requests']} ({t['reread_budget']}) | {t['dropped']} |",
+            f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} |",
+            ""]
     lines += ["## Airflow costs", "", "DAG parse time, each file in a fresh interpreter the way the DAG processor "
               "parses it (`bench/dag_parse.py`: Airflow and the file's `airflow.*` imports loaded first, then the "
               "processor's own `_parse_file`: stability check, `BundleDagBag`, serialisation):", "",

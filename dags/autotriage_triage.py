@@ -10,12 +10,16 @@ outstanding), on its own schedule if configured, and on a manual trigger.
 
 1. **plan_triage** selects the findings from the warehouse and records one `planned` row per request (at most
    3000 ids each) in `triage_actions`.
-2. **check_approval**: when `approval_threshold` is set and the selection is larger, **approve_triage** asks a
-   person in the UI (Required Actions) to approve or reject; otherwise it is skipped. Reject (or no answer
-   within a day): nothing is triaged and the plan's rows are marked rejected.
-3. **bulk_triage** sends the planned requests, records each response in `triage_actions` and updates the
-   triaged findings in the warehouse (including same-fingerprint findings on other branches). In a dry run
-   nothing is sent.
+   Findings a person reopened after a policy triaged them are held back until a scan reintroduces them.
+2. **check_approval**: when a policy selects more than its cap (`max_findings`, 5,000 by default) or the
+   selection is larger than `approval_threshold`, **approve_triage** asks a person in the UI (Required Actions)
+   to approve or reject; otherwise it is skipped. Reject (or no answer within a day): nothing is triaged and
+   the plan's rows are marked rejected.
+3. **bulk_triage** checks the recorded approval itself (marking the approval task successful by hand is not
+   approval), re-reads each policy's findings from the service and drops any that a person changed since the
+   last extraction (table `dropped_findings`, with the reason), sends the planned requests with the rest,
+   records each response in `triage_actions` and updates the triaged findings in the warehouse (including
+   same-fingerprint findings on other branches). In a dry run nothing is sent.
 4. **publish_triage** updates the `findings://warehouse/triage_actions` Asset after every run that is not a dry
    run, even when nothing needed triage, so that `ticket_creation` always runs after triage.
 
@@ -24,6 +28,8 @@ outstanding), on its own schedule if configured, and on a manual trigger.
 - `dry_run` (boolean, default false): record the plan in `triage_actions` without calling the API.
 - `approval_threshold` (null or integer >= 0, default null): above this many selected findings a person must
   approve first; null never asks.
+- `max_findings` (null or integer >= 1, default null): lowers every policy's cap for this run; a larger value
+  does not raise a cap (above it, a person approves).
 """
 
 from __future__ import annotations
@@ -61,12 +67,21 @@ with DAG(
             title="Approval threshold",
             description="Above this many selected findings a person approves in the UI first; empty: never ask.",
         ),
+        "max_findings": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Cap per policy for this run",
+            description="Lowers every policy's max_findings for this run; it never raises one (above the "
+                        "file's cap a person approves).",
+        ),
     },
 ) as dag:
     plan = PlanTriageOperator(
         task_id="plan_triage",
         dry_run="{{ params.dry_run }}",
         approval_threshold="{{ params.approval_threshold }}",
+        max_findings="{{ params.max_findings }}",
         pool="default_pool",
         **CONN,
     )

@@ -8,9 +8,14 @@ verdict `true_positive` and severity `high`/`critical`, or supply-chain findings
 each triage run (the `findings://warehouse/triage_actions` Asset), on its own schedule if configured, and on a
 manual trigger.
 
-- **create_tickets** groups findings by repository and rule (at most 50 per ticket), sends at most 20 tickets
-  per request with `group_issues: true`, and records every outcome per finding in `ticket_actions`
-  (`succeeded`, `failed`, `skipped`). Failed findings are retried by a later run; skipped ones are reported. A
+- **plan_tickets** selects the findings and counts the tickets per policy; above a policy's cap
+  (`max_tickets`, 100 by default) **approve_tickets** asks a person in the UI (Required Actions) first.
+- **create_tickets** checks the recorded approval itself, re-reads each policy's findings from the service and
+  drops any that a person changed since the last extraction, or whose ticket of ours a person closed or removed
+  (table `dropped_findings`, with the reason), then groups findings by repository and rule (at most 50 per
+  ticket), sends at most 20 tickets per request with `group_issues: true`, and records every outcome per
+  finding in `ticket_actions` (`succeeded`, `failed`, `skipped`). Failed findings are retried by a later run;
+  skipped ones are reported. A
   finding is never ticketed twice, across retries and reruns: when a response is lost, the findings are
   re-read from the API instead of sending the request again.
 - **publish_tickets** updates the `findings://warehouse/ticket_actions` Asset when tickets were created.
@@ -20,16 +25,21 @@ manual trigger.
 - `dry_run` (boolean, default false): record the plan (`planned` rows) without calling the API.
 - `tracker_project_id` (null or digits, default null): the issue-tracker project; null uses the integration's
   default project.
+- `max_tickets` (null or integer >= 1, default null): lowers every policy's cap for this run; a larger value
+  does not raise a cap (above it, a person approves).
 """
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param
+from datetime import timedelta
+
+from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import TICKETS, TRIAGE
 from findings_provider.config import load_pipeline_config
 from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
+from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
 from findings_provider.operators.findings import PublishAssetOperator
-from findings_provider.operators.tickets import CreateTicketsOperator
+from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.ticket_creation
@@ -50,12 +60,45 @@ with DAG(
             title="Tracker project id",
             description="Issue-tracker project id (digits); empty: the integration's default project.",
         ),
+        "max_tickets": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Cap per policy for this run",
+            description="Lowers every policy's max_tickets for this run; it never raises one (above the file's "
+                        "cap a person approves).",
+        ),
     },
 ) as dag:
+    plan = PlanTicketsOperator(
+        task_id="plan_tickets",
+        max_tickets="{{ params.max_tickets }}",
+        pool="default_pool",
+        **CONN,
+    )
+    check = ApprovalBranchOperator(
+        task_id="check_approval",
+        needs_approval=plan.output["needs_approval"],
+        approval_task_id="approve_tickets",
+        proceed_task_id="create_tickets",
+        pool="default_pool",
+    )
+    approve = PlanApprovalOperator(
+        task_id="approve_tickets",
+        kind="tickets",
+        subject="{{ ti.xcom_pull(task_ids='plan_tickets')['approval_subject'] }}",
+        body="{{ ti.xcom_pull(task_ids='plan_tickets')['approval_body'] }}",
+        warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
+        defaults="Reject",  # unanswered for a day: no tickets, and the next run asks again
+        response_timeout=timedelta(days=1),
+        pool="default_pool",
+    )
     create = CreateTicketsOperator(
         task_id="create_tickets",
         dry_run="{{ params.dry_run }}",
         tracker_project_id="{{ params.tracker_project_id }}",
+        max_tickets="{{ params.max_tickets }}",
+        trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         **CONN,
     )
     publish = PublishAssetOperator(
@@ -65,4 +108,5 @@ with DAG(
         asset=TICKETS,
         pool="default_pool",
     )
-    create >> publish
+    plan >> check >> [approve, create]
+    approve >> create >> publish

@@ -179,3 +179,8 @@ class EmulatorProcess:
     def stats(self) -> dict[str, Any]:
         """Row counts and the last load's timings."""
         return dict(self._admin_call("GET", "stats"))
+
+    def person_acts(self, finding_id: int, **action: Any) -> dict[str, Any]:
+        """Change a finding as a person in the service's UI would: ``triage_state``, ``triage_reason``,
+        ``status``, ``ticket`` ("create"/"remove") or ``reintroduce=True`` (as a scan would)."""
+        return dict(self._admin_call("POST", f"findings/{finding_id}/person", json=action))

@@ -53,6 +53,8 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
     assert size["serving"]["served_per_s_median"] > 0
     assert size["bulk"]["triage"]["requests"] >= 1
     assert size["bulk"]["tickets"]["requests"] >= 1
+    for write in ("triage", "tickets"):  # the fresh re-read before each write, within its budget
+        assert 1 <= size["bulk"][write]["reread_requests"] <= size["bulk"][write]["reread_budget"]
     assert results["dag_parse"]
     assert all(not parse["import_errors"] for parse in results["dag_parse"].values())
     assert results["verdicts"]

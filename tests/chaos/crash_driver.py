@@ -59,13 +59,10 @@ def main(step: str, config: dict[str, Any]) -> dict[str, Any]:
                                        chunk_size=config.get("chunk_size", 10))
             action_ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="autotriage_triage",
                                             run_id=run_id)
-            return triage.execute_plan(client, warehouse, action_ids)
+            return triage.execute_plan(client, warehouse, action_ids, pipeline.autotriage_triage.policies)
         if step == "tickets":
-            policies = pipeline.ticket_creation.policies
-            types = [str(p.issue_type) for p in policies]
-            tickets.reconcile_ambiguous(client, warehouse, types, run_id)
-            batches = tickets.plan_tickets(warehouse, policies, tickets_per_call=config.get("tickets_per_call", 3))
-            return tickets.create_tickets(client, warehouse, batches, run_id=run_id).as_dict()
+            return tickets.run_tickets(client, warehouse, pipeline.ticket_creation.policies,
+                                       tickets_per_call=config.get("tickets_per_call", 3), run_id=run_id)
     raise SystemExit(f"unknown step {step!r}")
 
 

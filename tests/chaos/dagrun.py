@@ -48,7 +48,19 @@ RUNNER = textwrap.dedent(
                 for task in dag.tasks:
                     task.retries = command["retries"]
                     task.retry_delay = timedelta(seconds=0)
-            run = dag.test(run_conf=command.get("conf") or {}, mark_success_pattern=command.get("mark_success"))
+            approver = None
+            if command.get("answer"):
+                sys.path.insert(0, command["tests_path"])
+                from hitl import Approver
+                approver = Approver(dag.dag_id, command["answer"]["task_id"], command["answer"]["choice"])
+                approver.start()
+            try:
+                run = dag.test(run_conf=command.get("conf") or {},
+                               mark_success_pattern=command.get("mark_success"))
+            finally:
+                if approver is not None:
+                    approver.done.set()
+                    approver.join(timeout=5)
             from airflow.models.asset import AssetEvent, AssetModel
             from airflow.utils.session import create_session
             from sqlalchemy import select
@@ -101,11 +113,16 @@ class Stack:
     outputs: list[str] = field(default_factory=list)
 
     def run(self, dag_id: str, conf: dict[str, Any] | None = None, *, env: dict[str, str] | None = None,
-            retries: int | None = 0, mark_success: str | None = None, timeout: float = 240) -> RunResult:
-        """One ``dag.test()`` run; ``env`` (e.g. another API connection) applies to this and later runs."""
+            retries: int | None = 0, mark_success: str | None = None, answer: tuple[str, str] | None = None,
+            timeout: float = 240) -> RunResult:
+        """One ``dag.test()`` run; ``env`` (e.g. another API connection) applies to this and later runs.
+
+        ``answer``: (task id, choice) of an approval task to answer as a person would (``tests/hitl.py``).
+        """
         tally(f"dag_runs.{self.suite}.{dag_id}")
         command = {"dag_id": dag_id, "path": str(DAGS / f"{dag_id}.py"), "conf": conf, "env": env or {},
-                   "retries": retries, "mark_success": mark_success}
+                   "retries": retries, "mark_success": mark_success, "tests_path": str(ROOT / "tests"),
+                   "answer": {"task_id": answer[0], "choice": answer[1]} if answer else None}
         assert self.process.stdin
         assert self.process.stdout
         self.process.stdin.write(json.dumps(command) + "\n")

@@ -332,7 +332,13 @@ def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
     assert scalar(warehouse, "SELECT count(*) FROM triage_actions WHERE dry_run = 1 AND status = 'planned'") >= 1
 
     seq = last_seq(emu)
-    result = runner.run("autotriage_triage", {"approval_threshold": 0}, mark_success="approve_triage")
+    by_hand = runner.run("autotriage_triage", {"approval_threshold": 0}, mark_success="approve_triage")
+    assert by_hand.tis["approve_triage"] == "success"  # marked successful by hand: not a person's approval
+    assert by_hand.tis["bulk_triage"] == "failed"
+    assert "marking the approval task successful by hand is not approval" in by_hand.output
+    assert log_since(emu, seq, "triage") == []
+
+    result = runner.run("autotriage_triage", {"approval_threshold": 0}, answer=("approve_triage", "Approve"))
     assert result.state == "success", result.message or result.tis
     assert result.tis["check_approval"] == "success"
     assert result.tis["approve_triage"] == "success"

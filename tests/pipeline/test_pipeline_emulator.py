@@ -107,7 +107,7 @@ def test_triage_touches_exactly_the_open_code_false_positives(fresh_emulator, em
 
     plans = triage.plan_triage(warehouse, CONFIG.autotriage_triage.policies, chunk_size=40)
     action_ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="autotriage_triage", run_id="r1")
-    counts = triage.execute_plan(emulator_client, warehouse, action_ids)
+    counts = triage.execute_plan(emulator_client, warehouse, action_ids, CONFIG.autotriage_triage.policies)
 
     sent = requests_of(fresh_emulator, "triage", seq)
     assert len(sent) == math.ceil(len(expected) / 40) == len(action_ids)
@@ -138,7 +138,7 @@ def test_triage_dry_run_sends_nothing(fresh_emulator, emulator_client, warehouse
     seq = last_seq(fresh_emulator)
     plans = triage.plan_triage(warehouse, CONFIG.autotriage_triage.policies)
     ids = triage.record_plan(warehouse, plans, dry_run=True, dag_id="d", run_id="dry")
-    triage.execute_plan(emulator_client, warehouse, ids)
+    triage.execute_plan(emulator_client, warehouse, ids, CONFIG.autotriage_triage.policies)
     assert requests_of(fresh_emulator, "triage", seq) == []
     assert ids
     assert sum(len(p.selected) for p in plans) > 0

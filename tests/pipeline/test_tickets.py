@@ -220,10 +220,26 @@ def test_secrets_policy_is_off_by_default_and_can_be_enabled(api: FakeApi, wareh
     assert (batch.issue_type, batch.ids) == ("secrets", [900])
 
 
-def test_ids_the_service_does_not_mention_are_failed_and_retryable(api: FakeApi, warehouse) -> None:
+def test_ids_the_service_does_not_mention_are_reread_and_retryable(api: FakeApi, warehouse) -> None:
     seed(api, warehouse, sca=[])
     api.tickets_handler = lambda body: httpx.Response(200, json={"succeeded": [], "failed": [], "skipped": []})
     tally = run(api, warehouse)
+    # the service acted on the request without saying what became of them: an unknown outcome, re-read
+    assert api.requests[-1].url.path.endswith("/findings")
     assert tally.failed == 3
-    assert tally.fail_reasons == {"not reported by the service": 3}
+    assert tally.fail_reasons == {tickets.LOST: 3}
+    assert tickets.unseen_ticket_suspects(warehouse, "sast") == {1, 2, 3}
     assert len(tickets.plan_tickets(warehouse, POLICIES)) == 1
+
+
+def test_approval_body_shows_service_data_as_inert_cells(api: FakeApi, warehouse) -> None:
+    from markdown_view import table_rows
+
+    hostile = 'acme/x | 1 | ![i](http://evil) <b>x</b>'
+    seed(api, warehouse, sast=[finding(1, verdict="true_positive", repo=hostile, rule="r*1*")], sca=[])
+    plans = tickets.plan_policies(warehouse, POLICIES)
+    subject, body = tickets.approval_text(plans, ["policy code-true-positives plans 1 tickets"])
+    assert subject == "Create 1 tickets?"
+    policies, groups = table_rows(body)[:2], table_rows(body)[2:]  # fails on any link, image, HTML, emphasis
+    assert [row[0] for row in policies] == ["code-true-positives", "reachable-supply-chain"]
+    assert groups == [[hostile, "r*1*", "1"]]

@@ -66,7 +66,7 @@ def test_execute_records_requests_and_refreshes_triaged_rows(api: FakeApi, wareh
     ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="autotriage_triage", run_id="run-1")
     assert [a.status for a in actions(warehouse)] == ["planned", "planned"]
 
-    counts = triage.execute_plan(api.client(), warehouse, ids)
+    counts = triage.execute_plan(api.client(), warehouse, ids, [POLICY])
 
     sent = [json.loads(r.content) for r in api.calls("/triage")]
     assert [b["issue_ids"] for b in sent] == [[1, 2, 3], [7]]
@@ -97,7 +97,7 @@ def test_dry_run_records_the_plan_and_sends_nothing(api: FakeApi, warehouse) -> 
     seed(api, warehouse)
     plans = triage.plan_triage(warehouse, [POLICY])
     ids = triage.record_plan(warehouse, plans, dry_run=True, dag_id="d", run_id="r")
-    counts = triage.execute_plan(api.client(), warehouse, ids)
+    counts = triage.execute_plan(api.client(), warehouse, ids, [POLICY])
     assert api.calls("/triage") == []
     assert counts["skipped_dry_run"] == 1
     assert counts["requests"] == 0
@@ -112,16 +112,16 @@ def test_a_failed_request_is_recorded_and_sent_again_by_a_retry(api: FakeApi, wa
     original = api._triage
     api._triage = lambda body: httpx.Response(422, json={"error": "nope"})  # type: ignore[method-assign]
     with pytest.raises(ValidationError):
-        triage.execute_plan(api.client(), warehouse, ids)
+        triage.execute_plan(api.client(), warehouse, ids, [POLICY])
     (row,) = actions(warehouse)
     assert row.status == "failed"
     assert "ValidationError" in row.error
 
     api._triage = original  # type: ignore[method-assign]
-    triage.execute_plan(api.client(), warehouse, ids)
+    triage.execute_plan(api.client(), warehouse, ids, [POLICY])
     assert actions(warehouse)[0].status == "succeeded"
     assert len(api.calls("/triage")) == 2
-    triage.execute_plan(api.client(), warehouse, ids)  # nothing left to do: not sent a third time
+    triage.execute_plan(api.client(), warehouse, ids, [POLICY])  # nothing left to do: not sent a third time
     assert len(api.calls("/triage")) == 2
 
 
@@ -129,7 +129,7 @@ def test_a_rejected_plan_is_never_sent(api: FakeApi, warehouse) -> None:
     seed(api, warehouse)
     ids = triage.record_plan(warehouse, triage.plan_triage(warehouse, [POLICY]), dry_run=False, dag_id="d", run_id="r")
     assert triage.close_open_plans(warehouse, "r", f"{triage.REJECTED} by alice") == 1
-    triage.execute_plan(api.client(), warehouse, ids)
+    triage.execute_plan(api.client(), warehouse, ids, [POLICY])
     assert api.calls("/triage") == []
     assert actions(warehouse)[0].error == "rejected in the approval step by alice"
 
@@ -155,8 +155,29 @@ def test_note_placeholders_and_approval_text(api: FakeApi, warehouse) -> None:
     policy = POLICY.model_copy(update={"note": "by {dag_id}/{run_id} ({policy}) {unknown}"})
     assert triage.render_note(policy, dag_id="d", run_id="r") == "by d/r (autotriage-false-positives) {unknown}"
     seed(api, warehouse)
-    subject, body = triage.approval_text(triage.plan_triage(warehouse, [POLICY]), threshold=2, dry_run=False)
+    plans = triage.plan_triage(warehouse, [POLICY])
+    reasons = triage.approval_reasons(plans, 2)
+    assert reasons == ["4 findings selected, above the approval threshold of 2"]
+    subject, body = triage.approval_text(plans, reasons=reasons, dry_run=False)
     assert subject == "Bulk-triage 4 findings by policy autotriage-false-positives?"
     assert "**4**" in body
-    assert "(2)" in body
-    assert "| 7 | acme/api | rule.a | main | high |" in body
+    assert "above the approval threshold of 2" in body
+    assert "| 7 | acme/api | rule\\.a | main | high |" in body
+
+
+HOSTILE_REPO = 'acme/x | 1 | ![i](http://evil) <img src=x onerror=alert(1)> [link](http://evil)'
+
+
+def test_approval_body_shows_service_data_as_inert_cells(api: FakeApi, warehouse) -> None:
+    from markdown_view import table_rows
+
+    api.findings["sast"] = [
+        finding(i, verdict="false_positive", repo=HOSTILE_REPO, rule="r\n| [x](http://evil)") for i in (1, 2)
+    ]
+    extraction.run_extraction(api.client(), warehouse, ["sast"], now=NOW, page_size=100)
+    plans = triage.plan_triage(warehouse, [POLICY])
+    _, body = triage.approval_text(plans, reasons=triage.approval_reasons(plans, 0), dry_run=False)
+    rows = table_rows(body)  # fails on any link, image, HTML or emphasis
+    assert len(rows) == 2
+    assert all(len(row) == 5 for row in rows)
+    assert [row[1:3] for row in rows] == [[HOSTILE_REPO, "r | [x](http://evil)"]] * 2  # one line, one cell

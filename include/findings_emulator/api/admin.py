@@ -8,13 +8,15 @@ from typing import Any, Literal
 import orjson
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 
 from .. import schema, timefmt
 from ..errors import ApiError, invalid
 from ..faults import FaultSpec
 from ..generator.world import SCAN_ID_BASE
+from ..mutations import rewrite_bodies
 from ..responses import OrjsonResponse
+from ..rows import STATE_OF_STATUS
 from ..scans import FINISHED, advance, render_summary
 from ..state import Emulator
 from .deps import get_emulator
@@ -159,3 +161,78 @@ def stats(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
             counts[key] = {row[0]: row[1] for row in connection.execute(select(column, func.count()).group_by(column))}
     return OrjsonResponse({"counts": counts, "load": emulator.load_timings,
                            "requests_logged": len(emulator.requests.since())})
+
+
+class PersonAction(BaseModel):
+    """What a person does to one finding in the service's UI: triage it, give or remove its ticket, or (as a
+    scan would) reintroduce it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    triage_state: Literal["ignored", "reviewing", "fixing", "reopened"] | None = None
+    triage_reason: str | None = None
+    status: Literal["open", "fixed", "ignored", "reviewing", "fixing"] | None = None
+    ticket: Literal["create", "remove"] | None = None
+    reintroduce: bool = False
+
+
+#: The status a triage state leaves behind (as bulk triage does).
+_STATUS_OF_TRIAGE = {"ignored": "ignored", "reviewing": "reviewing", "fixing": "fixing", "reopened": "open"}
+
+
+@router.post("/findings/{finding_id}/person")
+def person_acts(finding_id: int, action: PersonAction,
+                emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Change one finding the way a person in the service's UI would (no API request is logged for it)."""
+    t = schema.findings.c
+    now = time.time()
+    values: dict[str, Any] = {}
+    if action.triage_state is not None:
+        values["triage_state"] = action.triage_state
+        values["status"] = _STATUS_OF_TRIAGE[action.triage_state]
+        values["triage_reason"] = (action.triage_reason or "no_triage_reason") \
+            if action.triage_state == "ignored" else None
+    if action.status is not None:
+        values["status"] = action.status
+    if action.reintroduce:
+        values.update(relevant_since=now, status="open", triage_state="untriaged", triage_reason=None)
+    with emulator.change_findings() as connection:
+        row = connection.execute(
+            select(t.id, t.issue_type, t.repo_name, t.rule_name).where(t.id == finding_id)).first()
+        if row is None:
+            raise ApiError(404, f"no finding with id {finding_id}", "finding_id")
+        ticket_link: dict[str, Any] | None = None
+        if action.ticket == "create":
+            ticket_id = connection.execute(
+                select(func.coalesce(func.max(schema.tickets.c.id), 0) + 1)).scalar_one()
+            url = f"https://tracker.example/person/{ticket_id}"
+            connection.execute(insert(schema.tickets).values(
+                id=ticket_id, external_slug=f"PERSON-{ticket_id}", url=url, issue_type=row.issue_type,
+                repository=row.repo_name, rule_name=row.rule_name, issue_ids=orjson.dumps([finding_id]).decode(),
+                tracker_project_id=None, created_at=timefmt.iso_z(now)))
+            values["ticket_id"] = ticket_id
+            ticket_link = {"id": ticket_id, "externalSlug": f"PERSON-{ticket_id}", "url": url,
+                           "linkedIssueIds": [finding_id]}
+        elif action.ticket == "remove":
+            values["ticket_id"] = None
+        if values:
+            connection.execute(update(schema.findings).where(t.id == finding_id).values(**values))
+
+        def edit(finding: dict[str, Any]) -> None:
+            for key in ("triage_state", "status", "triage_reason"):
+                if key in values:
+                    finding[key] = values[key]
+            if "status" in values:
+                finding["state"] = STATE_OF_STATUS[values["status"]]
+                finding["state_updated_at"] = timefmt.render(now, timefmt.MILLIS_Z)
+            if "relevant_since" in values:
+                finding["relevant_since"] = timefmt.render(now, timefmt.MILLIS_Z)
+            if action.ticket is not None:
+                finding["external_ticket"] = ticket_link
+                if isinstance(finding.get("usage"), dict):
+                    finding["usage"]["external_ticket"] = ticket_link
+            if action.triage_state is not None:
+                finding["triaged_at"] = timefmt.render(now, timefmt.SPACE_OFFSET)
+
+        rewrite_bodies(connection, [finding_id], edit)
+    return OrjsonResponse({"id": finding_id, "changed": sorted(values), "ticket": ticket_link})

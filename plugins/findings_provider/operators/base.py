@@ -13,11 +13,15 @@ from findings_provider.client import FindingsApiError
 from findings_provider.config import ConfigError
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 from findings_provider.hooks.warehouse import FindingsWarehouseHook
+from findings_provider.pipeline.approval import ApprovalError
 
 
 def fail_fast(exc: Exception) -> Exception:
-    """Turn an error no task retry can fix (auth, validation, retired API, bad config) into AirflowFailException."""
-    if isinstance(exc, ConfigError) or (isinstance(exc, FindingsApiError) and not exc.retryable_by_task):
+    """Turn an error no task retry can fix (auth, validation, retired API, bad config, a missing approval) into
+    AirflowFailException."""
+    if isinstance(exc, (ConfigError, ApprovalError)) or (
+        isinstance(exc, FindingsApiError) and not exc.retryable_by_task
+    ):
         return AirflowFailException(f"{type(exc).__name__}: {exc}")
     return exc
 

@@ -1,14 +1,69 @@
-"""Operator of ticket creation: grouped issue-tracker tickets for findings that need work, never twice."""
+"""Operators of ticket creation: plan (and ask a person above a cap), then grouped tickets, never twice."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from findings_provider.config import TicketPolicy, load_pipeline_config
+from findings_provider.config import TicketConfig, TicketPolicy, load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
-from findings_provider.pipeline import tickets
-from findings_provider.values import as_bool, as_int, as_optional_digits
+from findings_provider.pipeline import approval, tickets
+from findings_provider.values import as_bool, as_int, as_optional_digits, as_optional_int
+
+
+def _policies(cfg: TicketConfig, policies: Sequence[TicketPolicy | dict] | None) -> list[TicketPolicy]:
+    if policies is None:
+        return list(cfg.policies)
+    return [p if isinstance(p, TicketPolicy) else TicketPolicy.model_validate(p) for p in policies]
+
+
+class PlanTicketsOperator(FindingsBaseOperator):
+    """Select the findings the ticket policies would ticket, group them, and record whether a person must approve.
+
+    A person approves first when a policy would create more tickets than its cap (``max_tickets`` in
+    pipeline.yaml, lowered for one run by ``max_tickets`` here). Nothing is sent and nothing is recorded in
+    ``ticket_actions``; the plan (counts per policy, the reasons) is recorded where ``CreateTicketsOperator``
+    checks it. Returns counts, ``needs_approval`` (also under its own XCom key) and the approval's subject and
+    body.
+
+    :param max_tickets: lowers every policy's cap for this run; None: pipeline.yaml's caps (templated; >= 1).
+    :param policies: ticket policies (default: ``ticket_creation.policies`` of pipeline.yaml).
+    :param group_issues: one ticket per (repository, rule) group (default from pipeline.yaml).
+    """
+
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "max_tickets")
+    ui_color = "#e3f1f9"
+
+    def __init__(
+        self,
+        *,
+        max_tickets: Any = None,
+        policies: Sequence[TicketPolicy | dict] | None = None,
+        group_issues: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.max_tickets = max_tickets
+        self.policies = policies
+        self.group_issues = group_issues
+
+    def run(self, context: Any) -> dict[str, Any]:
+        cfg = load_pipeline_config().ticket_creation
+        group_issues = cfg.group_issues if self.group_issues is None else as_bool(self.group_issues, "group_issues")
+        warehouse = self.warehouse_hook.get_warehouse()
+        plans = tickets.plan_policies(warehouse, _policies(cfg, self.policies), group_issues=group_issues,
+                                      max_tickets=as_optional_int(self.max_tickets, "max_tickets", minimum=1))
+        reasons = [r for p in plans if (r := p.over_cap)]
+        approval.record_plan(warehouse, approval.TICKETS, context.get("run_id"), reasons=reasons,
+                             planned={p.policy.name: p.tickets for p in plans})
+        subject, body = tickets.approval_text(plans, reasons)
+        self.log.info("plan: %d tickets for %d findings%s", sum(p.tickets for p in plans),
+                      sum(len(p.selected) for p in plans),
+                      f"; a person approves first: {'; '.join(reasons)}" if reasons else "")
+        context["ti"].xcom_push(key="needs_approval", value=bool(reasons))
+        return {"tickets": sum(p.tickets for p in plans), "findings": sum(len(p.selected) for p in plans),
+                "needs_approval": bool(reasons), "approval_reasons": reasons,
+                "policies": [p.summary for p in plans], "approval_subject": subject, "approval_body": body}
 
 
 class CreateTicketsOperator(FindingsBaseOperator):
@@ -18,16 +73,23 @@ class CreateTicketsOperator(FindingsBaseOperator):
     request; every outcome is recorded per finding in ``ticket_actions``. Failed findings are retried by a
     later run; skipped ones are reported; a finding is never ticketed twice, across retries and reruns: a
     request whose response was lost is resolved by re-reading the findings, never by sending it again.
+    Right before sending, each policy's findings are read again from the service: any a person changed since
+    the last extraction (or whose ticket of ours a person closed or removed) is dropped with the reason in
+    ``dropped_findings``. A policy above its cap (``max_tickets``) needs the approval recorded by
+    ``PlanTicketsOperator`` and ``PlanApprovalOperator``; without a recorded plan it stops the run instead.
     Returns the counts and pushes ``tickets`` (tickets created) under its own XCom key.
 
     :param dry_run: record the plan (``planned`` rows) without calling the API (templated).
     :param tracker_project_id: issue-tracker project (digits); None: the integration's default (templated).
+    :param max_tickets: lowers every policy's cap for this run; None: pipeline.yaml's caps (templated; >= 1).
     :param policies: ticket policies (default: ``ticket_creation.policies`` of pipeline.yaml).
     :param tickets_per_call: tickets per request, 1..20 (default from pipeline.yaml).
     :param group_issues: one ticket per (repository, rule) group (default from pipeline.yaml).
     """
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "dry_run", "tracker_project_id")
+    template_fields: Sequence[str] = (
+        *FindingsBaseOperator.template_fields, "dry_run", "tracker_project_id", "max_tickets",
+    )
     ui_color = "#d9edf7"
 
     def __init__(
@@ -35,6 +97,7 @@ class CreateTicketsOperator(FindingsBaseOperator):
         *,
         dry_run: Any = False,
         tracker_project_id: Any = None,
+        max_tickets: Any = None,
         policies: Sequence[TicketPolicy | dict] | None = None,
         tickets_per_call: int | None = None,
         group_issues: bool | None = None,
@@ -43,6 +106,7 @@ class CreateTicketsOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.dry_run = dry_run
         self.tracker_project_id = tracker_project_id
+        self.max_tickets = max_tickets
         self.policies = policies
         self.tickets_per_call = tickets_per_call
         self.group_issues = group_issues
@@ -53,39 +117,16 @@ class CreateTicketsOperator(FindingsBaseOperator):
         tracker = as_optional_digits(self.tracker_project_id, "tracker_project_id") or cfg.tracker_project_id
         per_call = as_int(self.tickets_per_call or cfg.tickets_per_call, "tickets_per_call", minimum=1)
         group_issues = cfg.group_issues if self.group_issues is None else as_bool(self.group_issues, "group_issues")
-        policies = (
-            list(cfg.policies) if self.policies is None
-            else [p if isinstance(p, TicketPolicy) else TicketPolicy.model_validate(p) for p in self.policies]
-        )
-        warehouse = self.warehouse_hook.get_warehouse()
-        run_id = context.get("run_id")
-        reconciled = None
-        if not dry_run:
-            types = [str(p.issue_type) for p in policies]
-            reconciled = tickets.reconcile_ambiguous(self.api_hook.client, warehouse, types, run_id)
-        batches = tickets.plan_tickets(warehouse, policies, tickets_per_call=per_call, group_issues=group_issues)
-        tally = tickets.create_tickets(
-            self.api_hook.client if not dry_run else None,
-            warehouse,
-            batches,
+        out = tickets.run_tickets(
+            None if dry_run else self.api_hook.client,
+            self.warehouse_hook.get_warehouse(),
+            _policies(cfg, self.policies),
             dry_run=dry_run,
             tracker_project_id=tracker,
+            tickets_per_call=per_call,
             group_issues=group_issues,
-            run_id=run_id,
+            max_tickets=as_optional_int(self.max_tickets, "max_tickets", minimum=1),
+            run_id=context.get("run_id"),
         )
-        if tally.skipped:
-            self.log.warning("%d findings skipped by the service (not retried): %s", tally.skipped,
-                             dict(tally.skip_reasons.most_common(10)))
-        if tally.failed:
-            self.log.warning("%d findings failed (retried by the next run): %s", tally.failed,
-                             dict(tally.fail_reasons.most_common(10)))
-        self.log.info("tickets: %d request(s), %d tickets created for %d findings%s", tally.requests, tally.tickets,
-                      tally.succeeded, f"; dry run planned {tally.planned} findings" if dry_run else "")
-        created = tally.tickets + (reconciled.tickets if reconciled else 0)
-        context["ti"].xcom_push(key="tickets", value=created)
-        out = tally.as_dict()
-        out["findings_selected"] = sum(len(b.ids) for b in batches)
-        out["dry_run"] = dry_run
-        if reconciled is not None and (reconciled.succeeded or reconciled.failed):
-            out["reconciled"] = {"succeeded": reconciled.succeeded, "failed": reconciled.failed}
+        context["ti"].xcom_push(key="tickets", value=out["created"])
         return out

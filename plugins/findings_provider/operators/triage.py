@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk import BaseBranchOperator
-
 from findings_provider.config import TriagePolicy, load_pipeline_config
-from findings_provider.hooks.warehouse import FindingsWarehouseHook
+from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator, responder
 from findings_provider.operators.base import FindingsBaseOperator
-from findings_provider.pipeline import triage
+from findings_provider.pipeline import approval, triage
 from findings_provider.values import as_bool, as_int_list, as_optional_int
+
+__all__ = ["ApprovalBranchOperator", "BulkTriageOperator", "PlanTriageOperator", "TriageApprovalOperator"]
 
 
 def _policies(policies: Sequence[TriagePolicy | dict] | None) -> list[TriagePolicy]:
@@ -29,19 +28,25 @@ def _identity(context: Any) -> tuple[str | None, str | None]:
 class PlanTriageOperator(FindingsBaseOperator):
     """Select findings by the triage policies and record the requests to make as ``planned`` in ``triage_actions``.
 
-    Returns the plan's counts, whether it ``needs_approval`` (``approval_threshold`` set and exceeded) and the
-    subject and body of the approval request; pushes ``action_ids`` (the recorded requests) and
-    ``needs_approval`` under their own XCom keys. In a dry run the recorded rows are flagged ``dry_run`` and
-    are never sent.
+    A person must approve the plan first when a policy selects more findings than its cap (``max_findings`` in
+    pipeline.yaml, lowered for one run by ``max_findings`` here) or the whole selection exceeds
+    ``approval_threshold``; the reasons are recorded with the plan, where the triage task checks them. Returns
+    the plan's counts, whether it ``needs_approval`` and the subject and body of the approval request; pushes
+    ``action_ids`` (the recorded requests) and ``needs_approval`` under their own XCom keys. In a dry run the
+    recorded rows are flagged ``dry_run`` and are never sent.
 
     :param dry_run: record the plan only (templated).
     :param approval_threshold: above this many selected findings a person approves first; None: never
         (templated; >= 0).
+    :param max_findings: lowers every policy's cap for this run; None: the caps of pipeline.yaml (templated;
+        >= 1; a larger value than a policy's cap does not raise it).
     :param policies: triage policies (default: ``autotriage_triage.policies`` of pipeline.yaml).
     :param chunk_size: ids per request, 1..3000 (default from pipeline.yaml).
     """
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "dry_run", "approval_threshold")
+    template_fields: Sequence[str] = (
+        *FindingsBaseOperator.template_fields, "dry_run", "approval_threshold", "max_findings",
+    )
     ui_color = "#fde9d9"
 
     def __init__(
@@ -49,6 +54,7 @@ class PlanTriageOperator(FindingsBaseOperator):
         *,
         dry_run: Any = False,
         approval_threshold: Any = None,
+        max_findings: Any = None,
         policies: Sequence[TriagePolicy | dict] | None = None,
         chunk_size: int | None = None,
         **kwargs: Any,
@@ -56,6 +62,7 @@ class PlanTriageOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.dry_run = dry_run
         self.approval_threshold = approval_threshold
+        self.max_findings = max_findings
         self.policies = policies
         self.chunk_size = chunk_size
 
@@ -63,17 +70,20 @@ class PlanTriageOperator(FindingsBaseOperator):
         cfg = load_pipeline_config().autotriage_triage
         dry_run = as_bool(self.dry_run, "dry_run")
         threshold = as_optional_int(self.approval_threshold, "approval_threshold", minimum=0)
+        max_findings = as_optional_int(self.max_findings, "max_findings", minimum=1)
         warehouse = self.warehouse_hook.get_warehouse()
-        plans = triage.plan_triage(warehouse, _policies(self.policies), chunk_size=self.chunk_size or cfg.chunk_size)
+        plans = triage.plan_triage(warehouse, _policies(self.policies), chunk_size=self.chunk_size or cfg.chunk_size,
+                                   max_findings=max_findings)
+        reasons = triage.approval_reasons(plans, threshold)
         dag_id, run_id = _identity(context)
-        action_ids = triage.record_plan(warehouse, plans, dry_run=dry_run, dag_id=dag_id, run_id=run_id)
+        action_ids = triage.record_plan(warehouse, plans, dry_run=dry_run, dag_id=dag_id, run_id=run_id,
+                                        reasons=reasons)
         total = sum(len(p.selected) for p in plans)
-        needs_approval = threshold is not None and total > threshold
-        subject, body = triage.approval_text(plans, threshold=threshold, dry_run=dry_run)
-        self.log.info(
-            "plan: %d findings in %d request(s)%s%s", total, len(action_ids), " (dry run)" if dry_run else "",
-            f"; more than the approval threshold {threshold}: a person approves first" if needs_approval else "",
-        )
+        needs_approval = bool(reasons)
+        subject, body = triage.approval_text(plans, reasons=reasons, dry_run=dry_run)
+        self.log.info("plan: %d findings in %d request(s)%s%s", total, len(action_ids),
+                      " (dry run)" if dry_run else "",
+                      f"; a person approves first: {'; '.join(reasons)}" if needs_approval else "")
         ti = context["ti"]
         ti.xcom_push(key="action_ids", value=action_ids)
         ti.xcom_push(key="needs_approval", value=needs_approval)
@@ -83,69 +93,35 @@ class PlanTriageOperator(FindingsBaseOperator):
             "dry_run": dry_run,
             "approval_threshold": threshold,
             "needs_approval": needs_approval,
+            "approval_reasons": reasons,
             "policies": [p.summary for p in plans],
             "approval_subject": subject,
             "approval_body": body,
         }
 
 
-class ApprovalBranchOperator(BaseBranchOperator):
-    """Continue with ``approval_task_id`` when ``needs_approval`` is true, else straight to ``proceed_task_id``.
-
-    :param needs_approval: templated (typically ``PlanTriageOperator``'s XCom of that name).
-    """
-
-    template_fields: Sequence[str] = ("needs_approval",)
-
-    def __init__(self, *, needs_approval: Any, approval_task_id: str, proceed_task_id: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.needs_approval = needs_approval
-        self.approval_task_id = approval_task_id
-        self.proceed_task_id = proceed_task_id
-
-    def choose_branch(self, context: Any) -> str:
-        if as_bool(self.needs_approval, "needs_approval"):
-            self.log.info("the selection exceeds the approval threshold: asking a person")
-            return self.approval_task_id
-        self.log.info("no approval needed")
-        return self.proceed_task_id
-
-
-class TriageApprovalOperator(ApprovalOperator):
+class TriageApprovalOperator(PlanApprovalOperator):
     """Ask a person to approve or reject a triage plan in the Airflow UI (Required Actions).
 
-    Approve: the triage task runs. Reject: it is skipped and the plan's requests are recorded in
-    ``triage_actions`` as failed, "rejected in the approval step".
+    Approve: the answer is recorded and the triage task runs. Reject: it is skipped and the plan's requests are
+    recorded in ``triage_actions`` as failed, "rejected in the approval step".
 
     :param action_ids: the plan's recorded requests (templated).
     :param warehouse_conn_id: the warehouse connection.
     """
 
-    template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "action_ids")
+    template_fields: Sequence[str] = (*PlanApprovalOperator.template_fields, "action_ids")
 
-    def __init__(
-        self,
-        *,
-        action_ids: Any = (),
-        warehouse_conn_id: str = FindingsWarehouseHook.default_conn_name,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, action_ids: Any = (), **kwargs: Any) -> None:
+        super().__init__(kind=approval.TRIAGE, **kwargs)
         self.action_ids = action_ids
-        self.warehouse_conn_id = warehouse_conn_id
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        result = super().execute_complete(context, event)
-        if result["chosen_options"][0] == self.REJECT:
-            warehouse = FindingsWarehouseHook(warehouse_conn_id=self.warehouse_conn_id).get_warehouse()
-            who = (result.get("responded_by_user") or {}).get("name") if isinstance(
-                result.get("responded_by_user"), dict) else result.get("responded_by_user")
-            for action_id in as_int_list(self.action_ids, "action_ids"):
-                warehouse.update_triage_action(
-                    action_id, status="failed", error=f"{triage.REJECTED} by {who or 'a person'}"
-                )
-            self.log.info("triage plan rejected: nothing is triaged")
-        return result
+    def on_rejected(self, warehouse: Any, result: dict[str, Any]) -> None:
+        for action_id in as_int_list(self.action_ids, "action_ids"):
+            warehouse.update_triage_action(
+                action_id, status="failed", error=f"{triage.REJECTED} by {responder(result) or 'a person'}"
+            )
+        self.log.info("triage plan rejected: nothing is triaged")
 
 
 class BulkTriageOperator(FindingsBaseOperator):
@@ -181,19 +157,28 @@ class BulkTriageOperator(FindingsBaseOperator):
 
     def run(self, context: Any) -> dict[str, Any]:
         warehouse = self.warehouse_hook.get_warehouse()
+        policies = _policies(self.policies)
+        dag_id, run_id = _identity(context)
         if self.action_ids is None:
             cfg = load_pipeline_config().autotriage_triage
-            plans = triage.plan_triage(
-                warehouse, _policies(self.policies), chunk_size=self.chunk_size or cfg.chunk_size
-            )
-            dag_id, run_id = _identity(context)
+            plans = triage.plan_triage(warehouse, policies, chunk_size=self.chunk_size or cfg.chunk_size)
+            over = triage.approval_reasons(plans, None)
+            if over:
+                raise approval.ApprovalError(
+                    "; ".join(over) + ". Nothing was sent: run the plan with an approval step (the "
+                    "autotriage_triage DAG asks a person in the UI), or raise the cap in pipeline.yaml"
+                )
             action_ids = triage.record_plan(
                 warehouse, plans, dry_run=as_bool(self.dry_run, "dry_run"), dag_id=dag_id, run_id=run_id
             )
         else:
             action_ids = as_int_list(self.action_ids, "action_ids")
-        counts = triage.execute_plan(self.api_hook.client, warehouse, action_ids)
-        self.log.info("bulk triage: %d request(s) sent, %d findings triaged, %d warehouse rows refreshed%s",
-                      counts["requests"], counts["triaged"], counts["refreshed"],
+            problem = approval.missing_approval(approval.get_plan(warehouse, approval.TRIAGE, run_id))
+            if problem:
+                raise approval.ApprovalError(f"not triaging: {problem}")
+        counts = triage.execute_plan(self.api_hook.client, warehouse, action_ids, policies)
+        self.log.info("bulk triage: %d request(s) sent, %d findings triaged, %d warehouse rows refreshed, %d "
+                      "dropped by the fresh re-read (%d requests)%s", counts["requests"], counts["triaged"],
+                      counts["refreshed"], counts["dropped"], counts["reread_requests"],
                       f"; {counts['skipped_dry_run']} dry-run request(s) not sent" if counts["skipped_dry_run"] else "")
         return {**counts, "actions": len(action_ids)}

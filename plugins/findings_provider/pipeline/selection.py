@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, select
@@ -11,12 +12,17 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from findings_provider.config import FindingSelector
 from findings_provider.warehouse import Warehouse
-from findings_provider.warehouse.schema import findings, ticket_actions
+from findings_provider.warehouse.schema import findings, ticket_actions, write_ledger
 
 #: Outcomes after which a finding is never sent to ticket creation again.
 TICKET_DONE = ("succeeded",)
 #: Outcomes that block a finding while they are its latest: ``ambiguous`` until reconciled, ``skipped`` (reported).
 TICKET_BLOCKING_WHEN_LATEST = ("ambiguous", "skipped")
+
+
+#: The warehouse columns of a ``SelectedFinding``, in its field order.
+SELECTED_COLUMNS = ("id", "repository_name", "rule_name", "ref", "severity", "status", "triage_state",
+                    "triage_reason", "external_ticket_id", "relevant_since")
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,12 @@ class SelectedFinding:
     rule_name: str | None
     ref: str | None
     severity: str | None
+    # the state a write must find unchanged in the service (see ``freshness``)
+    status: str | None = None
+    triage_state: str | None = None
+    triage_reason: str | None = None
+    external_ticket_id: int | None = None
+    relevant_since: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,7 +80,14 @@ def ticket_blocked() -> ColumnElement[bool]:
     blocking_latest = (
         select(last.c.id).where(last.c.id == latest_id, last.c.outcome.in_(TICKET_BLOCKING_WHEN_LATEST)).exists()
     )
-    return findings.c.external_ticket_id.is_not(None) | has_succeeded | blocking_latest
+    # a ticket of ours whose finding a scan reintroduced since (relevant_since moved): new work
+    reintroduced = (
+        select(write_ledger.c.finding_id)
+        .where(write_ledger.c.kind == "ticket", write_ledger.c.issue_type == findings.c.issue_type,
+               write_ledger.c.finding_id == findings.c.id, findings.c.relevant_since > write_ledger.c.relevant_since)
+        .exists()
+    )
+    return findings.c.external_ticket_id.is_not(None) | (has_succeeded & ~reintroduced) | blocking_latest
 
 
 def select_findings(
@@ -83,12 +102,27 @@ def select_findings(
     if without_ticket:
         conditions.append(~ticket_blocked())
     stmt = (
-        select(findings.c.id, findings.c.repository_name, findings.c.rule_name, findings.c.ref, findings.c.severity)
+        select(*(findings.c[name] for name in SELECTED_COLUMNS))
         .where(and_(*conditions))
         .order_by(findings.c.id)
     )
     with warehouse.engine.connect() as conn:
         return [SelectedFinding(*row) for row in conn.execute(stmt)]
+
+
+def select_by_ids(warehouse: Warehouse, issue_type: str, ids: Sequence[int]) -> list[SelectedFinding]:
+    """The warehouse's ``SelectedFinding`` of each of ``ids`` that it holds (ascending id)."""
+    todo = sorted({int(i) for i in ids})
+    out: list[SelectedFinding] = []
+    with warehouse.engine.connect() as conn:
+        for start in range(0, len(todo), 500):
+            stmt = (
+                select(*(findings.c[name] for name in SELECTED_COLUMNS))
+                .where(findings.c.issue_type == issue_type, findings.c.id.in_(todo[start : start + 500]))
+                .order_by(findings.c.id)
+            )
+            out += [SelectedFinding(*row) for row in conn.execute(stmt)]
+    return out
 
 
 def latest_ticket_outcomes(warehouse: Warehouse, issue_type: str, outcome: str) -> list[int]:

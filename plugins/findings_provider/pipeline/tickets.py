@@ -26,13 +26,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import func, select
 
-from findings_provider.client import AmbiguousWriteError, FindingsApiError, TicketRequest
+from findings_provider.client import AmbiguousWriteError, FindingsApiError, TicketRequest, TransportError
 from findings_provider.config import TicketPolicy
+from findings_provider.pipeline import approval, freshness, ledger
+from findings_provider.pipeline.approval import Cap
 from findings_provider.pipeline.patching import patch_findings
 from findings_provider.pipeline.selection import SelectedFinding, latest_ticket_outcomes, select_findings
-from findings_provider.warehouse import TicketAction, Warehouse
+from findings_provider.text import md_escape
+from findings_provider.warehouse import FINDING_COLUMNS, TicketAction, Warehouse
 from findings_provider.warehouse.schema import findings, ticket_actions
 
 log = logging.getLogger(__name__)
@@ -126,15 +130,38 @@ def batch_groups(issue_type: str, policy: str, keyed: list[list[TicketGroup]], p
     return batches
 
 
-def plan_tickets(
+@dataclass
+class TicketPlan:
+    """One policy's un-ticketed findings, grouped into tickets, and the cap it is held to."""
+
+    policy: TicketPolicy
+    selected: list[SelectedFinding]
+    keyed: list[list[TicketGroup]]
+    cap: Cap
+
+    @property
+    def tickets(self) -> int:
+        return sum(len(groups) for groups in self.keyed)
+
+    @property
+    def over_cap(self) -> str | None:
+        return self.cap.excess(self.tickets, "tickets")
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return {"policy": self.policy.name, "issue_type": str(self.policy.issue_type),
+                "findings": len(self.selected), "tickets": self.tickets, "cap": self.cap.value}
+
+
+def plan_policies(
     warehouse: Warehouse,
     policies: Iterable[TicketPolicy],
     *,
-    tickets_per_call: int = TICKETS_PER_CALL_MAX,
     group_issues: bool = True,
-) -> list[TicketBatch]:
-    """Select each enabled policy's un-ticketed findings and cut them into request batches."""
-    batches: list[TicketBatch] = []
+    max_tickets: int | None = None,
+) -> list[TicketPlan]:
+    """Select each enabled policy's un-ticketed findings and group them; ``max_tickets`` lowers every cap."""
+    plans: list[TicketPlan] = []
     claimed: set[tuple[str, int]] = set()  # a finding selected by two policies is ticketed once
     for policy in policies:
         if not policy.enabled:
@@ -142,16 +169,113 @@ def plan_tickets(
             continue
         issue_type = str(policy.issue_type)
         selected = [
-            f for f in select_findings(warehouse, issue_type, policy.select, without_ticket=True)
+            f for f in select_findings(warehouse, issue_type, policy.selector, without_ticket=True)
             if (issue_type, f.id) not in claimed
         ]
         claimed.update((issue_type, f.id) for f in selected)
-        keyed = group_findings(selected, group_issues=group_issues)
-        planned = batch_groups(issue_type, policy.name, keyed, tickets_per_call)
-        log.info("policy %s selects %d %s findings without a ticket: %d tickets in %d request(s)",
-                 policy.name, len(selected), issue_type, sum(len(g) for g in keyed), len(planned))
-        batches.extend(planned)
-    return batches
+        plan = TicketPlan(policy, selected, group_findings(selected, group_issues=group_issues),
+                          Cap(policy.name, policy.max_tickets, max_tickets))
+        log.info("policy %s selects %d %s findings without a ticket: %d tickets", policy.name, len(selected),
+                 issue_type, plan.tickets)
+        plans.append(plan)
+    return plans
+
+
+def _ticket_in(raw: str) -> dict[str, Any] | None:
+    """The external ticket in a finding's raw JSON (top level, or under ``usage`` for supply-chain findings)."""
+    data = orjson.loads(raw)
+    ticket = data.get("external_ticket") or data.get("externalTicket")
+    if ticket is None and isinstance(data.get("usage"), dict):
+        ticket = data["usage"].get("external_ticket")
+    if not isinstance(ticket, dict) or ticket.get("id") is None:
+        return None
+    return {"id": ticket["id"], "url": ticket.get("url"),
+            "externalSlug": ticket.get("externalSlug", ticket.get("external_slug"))}
+
+
+def limit_tickets(keyed: list[list[TicketGroup]], most: int) -> list[list[TicketGroup]]:
+    """At most ``most`` tickets, whole keys first (a key's later groups wait for the next run)."""
+    out: list[list[TicketGroup]] = []
+    left = most
+    for groups in keyed:
+        if left <= 0:
+            break
+        out.append(groups[:left])
+        left -= len(out[-1])
+    return out
+
+
+def plan_batches(plans: Sequence[TicketPlan], tickets_per_call: int) -> list[TicketBatch]:
+    """Request batches of every plan, as they stand (a dry run's preview)."""
+    return [b for p in plans for b in batch_groups(str(p.policy.issue_type), p.policy.name, p.keyed, tickets_per_call)]
+
+
+def plan_tickets(
+    warehouse: Warehouse,
+    policies: Iterable[TicketPolicy],
+    *,
+    tickets_per_call: int = TICKETS_PER_CALL_MAX,
+    group_issues: bool = True,
+) -> list[TicketBatch]:
+    """Select each enabled policy's un-ticketed findings and cut them into request batches (no caps, no re-read)."""
+    return plan_batches(plan_policies(warehouse, policies, group_issues=group_issues), tickets_per_call)
+
+
+def fresh_batches(
+    client: Any,
+    warehouse: Warehouse,
+    plans: Sequence[TicketPlan],
+    *,
+    allowed: dict[str, int],
+    tickets_per_call: int = TICKETS_PER_CALL_MAX,
+    group_issues: bool = True,
+    run_id: str | None = None,
+) -> tuple[list[TicketBatch], dict[str, Any]]:
+    """Re-read each plan's findings from the service, keep the unchanged ones, and batch at most ``allowed``
+    tickets per policy; return the batches and the re-read's counts."""
+    batches: list[TicketBatch] = []
+    stats = {"reread_requests": 0, "dropped": 0, "deferred_tickets": 0, "recovered_before_sending": 0}
+    for plan in plans:
+        name, issue_type = plan.policy.name, str(plan.policy.issue_type)
+        fresh = freshness.reread(client, warehouse, kind=ledger.TICKET, policy=name, issue_type=issue_type,
+                                 selector=plan.policy.selector, candidates=plan.selected,
+                                 ours=unseen_ticket_suspects(warehouse, issue_type), run_id=run_id)
+        stats["reread_requests"] += fresh.requests
+        stats["dropped"] += len(fresh.dropped)
+        if fresh.ours:  # an earlier request of ours ticketed them after all: record it, never send again
+            found = {i: _ticket_in(row[FINDING_COLUMNS.index("raw")]) for i, row in fresh.ours.items()}
+            stats["recovered_before_sending"] += len(_record_recovered(
+                warehouse, issue_type, found, TicketTally(), run_id,
+                "recorded from the re-read before sending: an earlier request of ours created it"))
+        kept = set(fresh.kept)
+        keyed = group_findings([f for f in plan.selected if f.id in kept], group_issues=group_issues)
+        limited = limit_tickets(keyed, allowed.get(name, plan.cap.value))
+        deferred = sum(len(g) for g in keyed) - sum(len(g) for g in limited)
+        if deferred:
+            log.warning("policy %s: %d tickets above the %d this run may create wait for the next run", name,
+                        deferred, allowed.get(name, plan.cap.value))
+            stats["deferred_tickets"] += deferred
+        batches += batch_groups(issue_type, name, limited, tickets_per_call)
+    return batches, stats
+
+
+def approval_text(plans: Sequence[TicketPlan], reasons: Sequence[str]) -> tuple[str, str]:
+    """Subject and Markdown body of the approval request (data from the service escaped)."""
+    total = sum(p.tickets for p in plans)
+    subject = f"Create {total} tickets?"
+    lines = [
+        f"Approve to create up to **{total}** tickets; reject to create none. Right before sending, each "
+        "finding is read again from the service: any that a person changed in the meantime is left alone.",
+        "", "Why a person is asked:", "", *[f"- {md_escape(r, 300)}" for r in reasons], "",
+        "| policy | issue type | findings | tickets | cap |", "|---|---|---|---|---|",
+        *[f"| {md_escape(p.policy.name)} | {p.policy.issue_type} | {len(p.selected)} | {p.tickets} | "
+          f"{p.cap.value} |" for p in plans],
+    ]
+    sample = [g for p in plans for groups in p.keyed for g in groups][:10]
+    if sample:
+        lines += ["", "Sample tickets:", "", "| repository | rule | findings |", "|---|---|---|"]
+        lines += [f"| {md_escape(g.repository, 80)} | {md_escape(g.rule, 80)} | {len(g.ids)} |" for g in sample]
+    return subject, "\n".join(lines)
 
 
 # --- execution --------------------------------------------------------------------------------------------------
@@ -168,8 +292,23 @@ def ticket_of(finding: Any) -> dict[str, Any] | None:
     return data if data.get("id") is not None else None
 
 
-def _mark_ticketed(warehouse: Warehouse, issue_type: str, ids: Sequence[int], ticket: dict[str, Any]) -> None:
+def _mark_ticketed(warehouse: Warehouse, issue_type: str, ids: Sequence[int], ticket: dict[str, Any],
+                   run_id: str | None) -> None:
     patch_findings(warehouse, issue_type, ids, {"external_ticket": ticket})
+    ledger.record(warehouse, ledger.TICKET, ledger.TICKET_SCOPE, issue_type, ids, run_id)
+
+
+def refused_before_processing(exc: BaseException) -> bool:
+    """Whether a failed ticket request certainly did nothing: a 4xx answer, or a connection that never opened.
+
+    The client raises ``TransportError`` for ticket creation only when the connection never opened (anything
+    later is ``AmbiguousWriteError``). Every other failure, whatever its type, may have created tickets.
+    """
+    if not isinstance(exc, FindingsApiError) or isinstance(exc, AmbiguousWriteError):
+        return False
+    if exc.status_code is not None:
+        return 400 <= exc.status_code < 500
+    return isinstance(exc, TransportError)
 
 
 def create_tickets(
@@ -210,77 +349,164 @@ def create_tickets(
         tally.requests += 1
         try:
             result = client.create_tickets(request)
-        except AmbiguousWriteError as exc:
-            log.warning("ticket request %d of %d: response lost (%s); re-reading its %d findings instead of "
-                        "sending it again", number, len(batches), exc, len(batch.ids))
-            try:
-                _resolve_lost(client, warehouse, batch.issue_type, batch.groups, tally, run_id, str(exc))
-            except Exception as reread_exc:
-                log.error("re-reading the findings of the lost request failed (%s); recorded as ambiguous, "
-                          "reconciled by the next run", reread_exc)
-                warehouse.record_ticket_actions(
-                    TicketAction(batch.issue_type, i, "ambiguous", run_id=run_id, message=str(exc)[:1000])
-                    for i in batch.ids
-                )
-                tally.ambiguous += len(batch.ids)
-                unresolved = reread_exc
+            actions, tickets = _result_actions(batch, result, tally, run_id)
+        except Exception as exc:
+            if refused_before_processing(exc):
                 warehouse.set_state(IN_FLIGHT_KEY, None)
+                raise
+            log.warning("ticket request %d of %d: outcome unknown (%s: %s); re-reading its %d findings instead "
+                        "of sending it again", number, len(batches), type(exc).__name__, exc, len(batch.ids))
+            unresolved = _resolve_or_hold(client, warehouse, batch.issue_type, batch.groups, tally, run_id,
+                                          f"{type(exc).__name__}: {exc}")
+            warehouse.set_state(IN_FLIGHT_KEY, None)
+            if unresolved is not None:
                 break
-            warehouse.set_state(IN_FLIGHT_KEY, None)
             continue
-        except FindingsApiError:  # any other client error: the server certainly did not act on the request
-            warehouse.set_state(IN_FLIGHT_KEY, None)
-            raise
-        _record_result(warehouse, batch, result, tally, run_id)
+        _record_result(warehouse, batch, actions, tickets, run_id)
+        reported = {a.finding_id for a in actions}
+        silent = {i for i in batch.ids if i not in reported}
+        if silent:  # the service acted on the request but did not say what became of these: re-read them
+            log.warning("ticket request %d of %d: %d findings not reported by the service; re-reading them",
+                        number, len(batches), len(silent))
+            groups = [TicketGroup(g.repository, g.rule, [i for i in g.ids if i in silent]) for g in batch.groups]
+            unresolved = _resolve_or_hold(client, warehouse, batch.issue_type, [g for g in groups if g.ids], tally,
+                                          run_id, "not reported by the service")
         warehouse.set_state(IN_FLIGHT_KEY, None)
         log.info("ticket request %d of %d: %d findings sent; %d tickets created, %d failed, %d skipped",
                  number, len(batches), len(batch.ids), len(result.succeeded),
                  sum(len(f.issue_ids) for f in result.failed), sum(len(s.issue_ids) for s in result.skipped))
+        if unresolved is not None:
+            break
     if unresolved is not None:
         raise unresolved
     return tally
 
 
-def _record_result(
-    warehouse: Warehouse, batch: TicketBatch, result: Any, tally: TicketTally, run_id: str | None
-) -> None:
+def _result_actions(
+    batch: TicketBatch, result: Any, tally: TicketTally, run_id: str | None
+) -> tuple[list[TicketAction], list[tuple[list[int], dict[str, Any]]]]:
+    """The outcome rows of a parsed response, and the tickets to mark; raises (before anything is written)
+    when the response does not make sense."""
     actions: list[TicketAction] = []
     accounted: set[int] = set()
+    tickets: list[tuple[list[int], dict[str, Any]]] = []
+    counts = Counter()
     for item in result.succeeded:
-        ticket = {"id": item.ticket_id, "url": item.ticket_url, "externalSlug": item.external_slug,
-                  "linkedIssueIds": list(item.issue_ids)}
         ids = [int(i) for i in item.issue_ids]
+        ticket = {"id": item.ticket_id, "url": item.ticket_url, "externalSlug": item.external_slug,
+                  "linkedIssueIds": ids}
         actions += [
             TicketAction(batch.issue_type, i, "succeeded", run_id=run_id, ticket_id=item.ticket_id,
                          ticket_url=item.ticket_url, external_slug=item.external_slug)
             for i in ids
         ]
         accounted.update(ids)
-        tally.tickets += 1
-        tally.succeeded += len(ids)
+        counts["tickets"] += 1
+        counts["succeeded"] += len(ids)
         if item.ticket_id is not None:
-            _mark_ticketed(warehouse, batch.issue_type, ids, ticket)
+            tickets.append((ids, ticket))
+    fail_reasons: Counter = Counter()
+    skip_reasons: Counter = Counter()
     for item in result.failed:
         ids = [int(i) for i in item.issue_ids if int(i) not in accounted]
         actions += [TicketAction(batch.issue_type, i, "failed", run_id=run_id, message=item.error) for i in ids]
         accounted.update(ids)
-        tally.failed += len(ids)
-        tally.fail_reasons[item.error or "no reason given"] += len(ids)
+        counts["failed"] += len(ids)
+        fail_reasons[item.error or "no reason given"] += len(ids)
     for item in result.skipped:
         ids = [int(i) for i in item.issue_ids if int(i) not in accounted]
         actions += [TicketAction(batch.issue_type, i, "skipped", run_id=run_id, message=item.reason) for i in ids]
         accounted.update(ids)
-        tally.skipped += len(ids)
-        tally.skip_reasons[item.reason or "no reason given"] += len(ids)
-    silent = [i for i in batch.ids if i not in accounted]
-    actions += [
-        TicketAction(batch.issue_type, i, "failed", run_id=run_id, message="not reported by the service")
-        for i in silent
-    ]
-    tally.failed += len(silent)
-    if silent:
-        tally.fail_reasons["not reported by the service"] += len(silent)
+        counts["skipped"] += len(ids)
+        skip_reasons[item.reason or "no reason given"] += len(ids)
+    tally.tickets += counts["tickets"]
+    tally.succeeded += counts["succeeded"]
+    tally.failed += counts["failed"]
+    tally.skipped += counts["skipped"]
+    tally.fail_reasons.update(fail_reasons)
+    tally.skip_reasons.update(skip_reasons)
+    return actions, tickets
+
+
+def _record_result(warehouse: Warehouse, batch: TicketBatch, actions: list[TicketAction],
+                   tickets: list[tuple[list[int], dict[str, Any]]], run_id: str | None) -> None:
+    for ids, ticket in tickets:
+        _mark_ticketed(warehouse, batch.issue_type, ids, ticket, run_id)
     warehouse.record_ticket_actions(actions)
+
+
+def _resolve_or_hold(client: Any, warehouse: Warehouse, issue_type: str, groups: Sequence[TicketGroup],
+                     tally: TicketTally, run_id: str | None, cause: str) -> Exception | None:
+    """Resolve findings of a request with an unknown outcome by a re-read; when even that fails, record them
+    ``ambiguous`` (reconciled by the next run) and return the error."""
+    try:
+        _resolve_lost(client, warehouse, issue_type, groups, tally, run_id, cause)
+    except Exception as reread_exc:
+        log.error("re-reading the findings of a request with an unknown outcome failed (%s); recorded as "
+                  "ambiguous, reconciled by the next run", reread_exc)
+        ids = [i for g in groups for i in g.ids]
+        warehouse.record_ticket_actions(
+            TicketAction(issue_type, i, "ambiguous", run_id=run_id, message=cause[:1000]) for i in ids
+        )
+        tally.ambiguous += len(ids)
+        return reread_exc
+    return None
+
+
+def run_tickets(
+    client: Any,
+    warehouse: Warehouse,
+    policies: Sequence[TicketPolicy],
+    *,
+    dry_run: bool = False,
+    tracker_project_id: str | None = None,
+    tickets_per_call: int = TICKETS_PER_CALL_MAX,
+    group_issues: bool = True,
+    max_tickets: int | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """One ticket run: reconcile unknown outcomes, plan, check caps and approval, re-read, create, record.
+
+    Raises ``approval.ApprovalError`` (nothing sent) when the run's recorded plan needed a person's approval
+    and has none, or when there is no recorded plan and a policy is above its cap.
+    """
+    record = approval.get_plan(warehouse, approval.TICKETS, run_id)
+    if not dry_run and (problem := approval.missing_approval(record)):
+        raise approval.ApprovalError(f"not creating tickets: {problem}")
+    reconciled = None if dry_run else reconcile_ambiguous(client, warehouse, [str(p.issue_type) for p in policies],
+                                                          run_id)
+    plans = plan_policies(warehouse, policies, group_issues=group_issues, max_tickets=max_tickets)
+    # without a recorded plan (no approval step) a policy above its cap stops the run; with one, a run acts on at
+    # most what was approved (or the cap), and what arrived since waits for the next run
+    over = [r for p in plans if (r := p.over_cap)]
+    if record is None and over and not dry_run:
+        raise approval.ApprovalError("; ".join(over) + ". Nothing was sent: run with an approval step (the "
+                                     "ticket_creation DAG asks a person in the UI), or raise the cap")
+    allowed = {p.policy.name: max(p.cap.value, approval.approved_count(record, p.policy.name)) for p in plans}
+    stats: dict[str, Any] = {}
+    if dry_run:
+        batches = plan_batches(plans, tickets_per_call)
+    else:
+        batches, stats = fresh_batches(client, warehouse, plans, allowed=allowed, tickets_per_call=tickets_per_call,
+                                       group_issues=group_issues, run_id=run_id)
+    tally = create_tickets(client, warehouse, batches, dry_run=dry_run, tracker_project_id=tracker_project_id,
+                           group_issues=group_issues, run_id=run_id)
+    if tally.skipped:
+        log.warning("%d findings skipped by the service (not retried): %s", tally.skipped,
+                    dict(tally.skip_reasons.most_common(10)))
+    if tally.failed:
+        log.warning("%d findings failed (retried by the next run): %s", tally.failed,
+                    dict(tally.fail_reasons.most_common(10)))
+    log.info("tickets: %d request(s), %d tickets created for %d findings%s", tally.requests, tally.tickets,
+             tally.succeeded, f"; dry run planned {tally.planned} findings" if dry_run else "")
+    out = tally.as_dict()
+    out["findings_selected"] = sum(len(b.ids) for b in batches)
+    out["dry_run"] = dry_run
+    out["created"] = tally.tickets + (reconciled.tickets if reconciled else 0)
+    out.update(stats)
+    if reconciled is not None and (reconciled.succeeded or reconciled.failed):
+        out["reconciled"] = {"succeeded": reconciled.succeeded, "failed": reconciled.failed}
+    return out
 
 
 def reread_tickets(client: Any, issue_type: str, groups: Sequence[TicketGroup]) -> dict[int, dict[str, Any] | None]:
@@ -346,7 +572,7 @@ def _record_recovered(warehouse: Warehouse, issue_type: str, tickets: dict[int, 
         tally.recovered += 1
     for ticket_id, ids in by_ticket.items():
         ticket = next(t for t in tickets.values() if t is not None and int(t["id"]) == ticket_id)
-        _mark_ticketed(warehouse, issue_type, ids, ticket)
+        _mark_ticketed(warehouse, issue_type, ids, ticket, run_id)
     tally.tickets += len(by_ticket)
     warehouse.record_ticket_actions(actions)
     return {i for ids in by_ticket.values() for i in ids}

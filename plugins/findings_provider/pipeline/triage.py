@@ -15,14 +15,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from findings_provider.client import TriageRequest
 from findings_provider.config import TriagePolicy
+from findings_provider.pipeline import approval, freshness, ledger
+from findings_provider.pipeline.approval import Cap
 from findings_provider.pipeline.patching import patch_findings
-from findings_provider.pipeline.selection import SelectedFinding, sample_rows, select_findings
+from findings_provider.pipeline.selection import SelectedFinding, sample_rows, select_by_ids, select_findings
+from findings_provider.text import md_escape, truncate
 from findings_provider.warehouse import Warehouse
-from findings_provider.warehouse.schema import triage_actions
+from findings_provider.warehouse.schema import findings, triage_actions
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +39,18 @@ REJECTED = "rejected in the approval step"
 
 @dataclass
 class PolicyPlan:
-    """What one policy selects, in request-sized chunks."""
+    """What one policy selects, in request-sized chunks, and the cap it is held to."""
 
     policy: TriagePolicy
     selected: list[SelectedFinding]
     chunks: list[list[int]] = field(default_factory=list)
+    cap: Cap | None = None
+    #: Findings left out because a person reopened them after this policy triaged them (see ``ledger``).
+    held_back: int = 0
+
+    @property
+    def over_cap(self) -> str | None:
+        return self.cap.excess(len(self.selected), "findings to triage") if self.cap else None
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -50,6 +60,8 @@ class PolicyPlan:
             "selected": len(self.selected),
             "requests": len(self.chunks),
             "set": self.policy.set.model_dump(exclude_none=True),
+            "cap": self.cap.value if self.cap else None,
+            "held_back_reopened": self.held_back,
         }
 
 
@@ -61,20 +73,43 @@ def chunked(ids: Sequence[int], size: int) -> list[list[int]]:
 
 
 def plan_triage(
-    warehouse: Warehouse, policies: Iterable[TriagePolicy], *, chunk_size: int = MAX_CHUNK
+    warehouse: Warehouse,
+    policies: Iterable[TriagePolicy],
+    *,
+    chunk_size: int = MAX_CHUNK,
+    max_findings: int | None = None,
 ) -> list[PolicyPlan]:
-    """Select each enabled policy's findings from the warehouse and cut them into chunks of <= ``chunk_size``."""
+    """Select each enabled policy's findings from the warehouse and cut them into chunks of <= ``chunk_size``.
+
+    Findings a person reopened after this policy triaged them are held back (``ledger``). ``max_findings``
+    lowers every policy's cap for this run (it never raises one).
+    """
     plans = []
     for policy in policies:
         if not policy.enabled:
             log.info("triage policy %s is disabled; skipped", policy.name)
             continue
-        selected = select_findings(warehouse, str(policy.issue_type), policy.select)
-        plan = PolicyPlan(policy, selected, chunked([f.id for f in selected], chunk_size))
-        log.info("policy %s selects %d %s findings in %d request(s)", policy.name, len(selected),
-                 policy.issue_type, len(plan.chunks))
+        issue_type = str(policy.issue_type)
+        selected = select_findings(warehouse, issue_type, policy.selector)
+        undone = ledger.undone_writes(warehouse, ledger.TRIAGE, policy.name, issue_type,
+                                      ((f.id, f.relevant_since, f.triage_state) for f in selected))
+        kept = [f for f in selected if f.id not in undone]
+        plan = PolicyPlan(policy, kept, chunked([f.id for f in kept], chunk_size),
+                          Cap(policy.name, policy.max_findings, max_findings), held_back=len(undone))
+        log.info("policy %s selects %d %s findings in %d request(s)%s", policy.name, len(kept), issue_type,
+                 len(plan.chunks), f"; {len(undone)} reopened by a person after it triaged them: held back"
+                 if undone else "")
         plans.append(plan)
     return plans
+
+
+def approval_reasons(plans: Sequence[PolicyPlan], threshold: int | None) -> list[str]:
+    """Why a person must approve these plans first: policies above their caps, a selection above the threshold."""
+    reasons = [reason for plan in plans if (reason := plan.over_cap)]
+    total = sum(len(p.selected) for p in plans)
+    if threshold is not None and total > threshold:
+        reasons.append(f"{total} findings selected, above the approval threshold of {threshold}")
+    return reasons
 
 
 def render_note(policy: TriagePolicy, *, dag_id: str | None, run_id: str | None) -> str:
@@ -108,26 +143,32 @@ def record_plan(
     dry_run: bool,
     dag_id: str | None,
     run_id: str | None,
+    reasons: Sequence[str] = (),
 ) -> list[int]:
-    """Record one ``planned`` ``triage_actions`` row per request; return their ids (in order)."""
+    """Record one ``planned`` ``triage_actions`` row per request and the run's plan (``approval``); return the
+    rows' ids (in order)."""
+    plans = list(plans)
     if run_id:
         close_open_plans(warehouse, run_id, "superseded by a new plan of the same run")
     action_ids = []
+    policy_of: dict[int, str] = {}
     for plan in plans:
         note = render_note(plan.policy, dag_id=dag_id, run_id=run_id)
         for chunk in plan.chunks:
             request = triage_request(plan.policy, chunk, note)
-            action_ids.append(
-                warehouse.record_triage_action(
-                    run_id=run_id,
-                    dag_id=dag_id,
-                    issue_type=str(plan.policy.issue_type),
-                    dry_run=dry_run,
-                    issue_ids=chunk,
-                    request=request.body(),
-                    status="planned",
-                )
+            action_id = warehouse.record_triage_action(
+                run_id=run_id,
+                dag_id=dag_id,
+                issue_type=str(plan.policy.issue_type),
+                dry_run=dry_run,
+                issue_ids=chunk,
+                request=request.body(),
+                status="planned",
             )
+            action_ids.append(action_id)
+            policy_of[action_id] = plan.policy.name
+    approval.record_plan(warehouse, approval.TRIAGE, run_id, reasons=list(reasons),
+                         planned={p.policy.name: len(p.selected) for p in plans}, actions=policy_of)
     return action_ids
 
 
@@ -145,13 +186,23 @@ def close_open_plans(warehouse: Warehouse, run_id: str, reason: str) -> int:
     return len(ids)
 
 
-def execute_plan(client: Any, warehouse: Warehouse, action_ids: Sequence[int]) -> dict[str, Any]:
-    """Send each recorded, not yet succeeded request; record the response; refresh the triaged findings.
+def execute_plan(
+    client: Any,
+    warehouse: Warehouse,
+    action_ids: Sequence[int],
+    policies: Sequence[TriagePolicy] = (),
+) -> dict[str, Any]:
+    """Re-read each policy's planned findings, then send each recorded request with the unchanged ones only.
 
-    Dry-run rows are never sent. A request that fails is recorded as failed and the error is raised once the
-    row is written (a task retry sends it again: setting a triage state twice is harmless).
+    Right before sending, a policy's findings are read again from the service (``freshness``): those a person
+    changed since the last extraction, or reopened after this policy triaged them, are dropped with the reason
+    (``dropped_findings``) and the request is narrowed to the rest (a request left empty is ``dropped``). Dry-run
+    rows are never sent; a request whose policy is not known (``policies``, by the name recorded with the
+    plan) is not sent either. A request that fails is recorded as failed and the error is raised once the row
+    is written (a task retry re-reads and sends it again: setting a triage state twice is harmless).
     """
-    counts = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0, "already_done": 0}
+    counts = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0, "already_done": 0,
+              "dropped": 0, "reread_requests": 0}
     with warehouse.engine.connect() as conn:
         rows = {
             row.id: row
@@ -160,35 +211,125 @@ def execute_plan(client: Any, warehouse: Warehouse, action_ids: Sequence[int]) -
     missing = [a for a in action_ids if a not in rows]
     if missing:
         raise ValueError(f"triage actions {missing} are not in the warehouse")
+    by_name = {p.name: p for p in policies}
+    pending: dict[str, list[Any]] = {}
     for action_id in action_ids:
         row = rows[action_id]
         if row.dry_run:
             counts["skipped_dry_run"] += 1
-            continue
-        if row.status == "succeeded":
+        elif row.status == "succeeded":
             counts["already_done"] += 1
-            continue
-        if row.status == "failed" and (row.error or "").startswith(REJECTED):
-            continue
-        request = TriageRequest.model_validate(row.request)
-        try:
-            result = client.bulk_triage(request)
-        except Exception as exc:
-            warehouse.update_triage_action(action_id, status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
-            log.error("bulk triage request %d (%d ids) failed: %s", action_id, len(row.issue_ids or ()), exc)
-            raise
-        response = {"num_triaged": result.num_triaged, "triaged_issues": list(result.triaged_issues)}
-        warehouse.update_triage_action(action_id, status="succeeded", response=response, num_triaged=result.num_triaged)
-        refreshed = refresh_triaged(warehouse, request, result.triaged_issues)
-        counts["requests"] += 1
-        counts["triaged"] += result.num_triaged
-        counts["refreshed"] += refreshed
-        log.info(
-            "triaged %d findings (%d requested, %d same-fingerprint), request %d; %d warehouse rows refreshed",
-            result.num_triaged, len(row.issue_ids or ()), max(0, len(result.triaged_issues) - len(row.issue_ids or ())),
-            action_id, refreshed,
+        elif row.status in ("planned", "failed") and not (row.error or "").startswith(REJECTED):
+            plan = approval.get_plan(warehouse, approval.TRIAGE, row.run_id) or {}
+            name = (plan.get("actions") or {}).get(str(action_id))
+            if name not in by_name:
+                warehouse.update_triage_action(action_id, status="failed",
+                                               error=f"not sent: its policy {name!r} is not among the policies "
+                                                     "given; plan again")
+                raise ValueError(f"triage request {action_id}: its policy {name!r} is unknown; not sent")
+            pending.setdefault(name, []).append(row)
+    for name, policy_rows in pending.items():
+        policy = by_name[name]
+        issue_type = str(policy.issue_type)
+        ids = [int(i) for row in policy_rows for i in row.issue_ids or ()]
+        fresh = freshness.reread(
+            client, warehouse, kind=ledger.TRIAGE, policy=name, issue_type=issue_type, selector=policy.selector,
+            candidates=select_by_ids(warehouse, issue_type, ids), target=_target(policy), run_id=policy_rows[0].run_id,
         )
+        counts["reread_requests"] += fresh.requests
+        kept = set(fresh.kept)
+        twins = twin_conflicts(warehouse, issue_type, kept, _target(policy))
+        freshness.record_drops(warehouse, twins, kind=ledger.TRIAGE, policy=name, issue_type=issue_type,
+                               run_id=policy_rows[0].run_id)
+        kept -= set(twins)
+        counts["dropped"] += len(fresh.dropped) + len(twins)
+        for row in policy_rows:
+            send = [i for i in row.issue_ids or () if int(i) in kept]
+            if not send:
+                warehouse.update_triage_action(row.id, status="dropped",
+                                               error="nothing left to send after the fresh re-read "
+                                                     "(reasons in dropped_findings)")
+                continue
+            request = TriageRequest.model_validate({**row.request, "issue_ids": send})
+            if len(send) != len(row.issue_ids or ()):
+                _narrow(warehouse, row.id, send, request)
+            _send(client, warehouse, row.id, request, policy, counts, row.run_id)
     return counts
+
+
+def twin_conflicts(warehouse: Warehouse, issue_type: str, ids: set[int], target: dict[str, Any]) -> dict[int, str]:
+    """Of ``ids``, those with a twin (same fingerprint, another branch, not among ``ids``) that a person triaged.
+
+    The service triages a finding together with its twins; sending such a finding would override the person's
+    decision on the twin. The twin's state is the warehouse's (refreshed by the last extraction or re-read).
+    """
+    todo = sorted(ids)
+    fingerprint: dict[int, str] = {}
+    with warehouse.engine.connect() as conn:
+        for start in range(0, len(todo), 500):
+            fingerprint.update(conn.execute(
+                select(findings.c.id, findings.c.match_based_id).where(
+                    findings.c.issue_type == issue_type, findings.c.id.in_(todo[start : start + 500]),
+                    findings.c.match_based_id.is_not(None))
+            ).tuples().all())
+        prints = sorted(set(fingerprint.values()))
+        twins = []
+        for start in range(0, len(prints), 500):
+            twins += conn.execute(
+                select(findings.c.id, findings.c.match_based_id, findings.c.ref, findings.c.status,
+                       findings.c.triage_state, findings.c.triage_reason)
+                .where(findings.c.issue_type == issue_type, findings.c.match_based_id.in_(prints[start : start + 500]))
+            ).all()
+    touched: dict[str, str] = {}
+    for twin in twins:
+        if twin.id in ids or twin.triage_state in (None, "untriaged"):
+            continue
+        if (twin.status, twin.triage_state, twin.triage_reason) == (
+            target["status"], target["triage_state"], target["triage_reason"]
+        ):
+            continue
+        touched.setdefault(twin.match_based_id, (
+            f"a twin on another branch (id {twin.id}, ref {twin.ref}) was triaged by a person "
+            f"({twin.triage_state}); the service would triage it together with this one"
+        ))
+    return {i: touched[fp] for i, fp in fingerprint.items() if fp in touched}
+
+
+def _target(policy: TriagePolicy) -> dict[str, Any]:
+    """The warehouse columns a policy's triage leaves behind."""
+    state = str(policy.set.triage_state)
+    return {"status": STATUS_AFTER_TRIAGE.get(state, state), "triage_state": state,
+            "triage_reason": str(policy.set.triage_reason) if policy.set.triage_reason else None}
+
+
+def _narrow(warehouse: Warehouse, action_id: int, ids: list[int], request: TriageRequest) -> None:
+    """Record that a planned request goes out with fewer ids (the rest were dropped by the re-read)."""
+    with warehouse.engine.begin() as conn:
+        conn.execute(update(triage_actions).where(triage_actions.c.id == action_id)
+                     .values(issue_ids=ids, request=request.body()))
+
+
+def _send(client: Any, warehouse: Warehouse, action_id: int, request: TriageRequest, policy: TriagePolicy,
+          counts: dict[str, Any], run_id: str | None) -> None:
+    try:
+        result = client.bulk_triage(request)
+    except Exception as exc:
+        warehouse.update_triage_action(action_id, status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        log.error("bulk triage request %d (%d ids) failed: %s", action_id, len(request.issue_ids or ()), exc)
+        raise
+    response = {"num_triaged": result.num_triaged, "triaged_issues": list(result.triaged_issues)}
+    warehouse.update_triage_action(action_id, status="succeeded", response=response, num_triaged=result.num_triaged)
+    refreshed = refresh_triaged(warehouse, request, result.triaged_issues)
+    ledger.record(warehouse, ledger.TRIAGE, policy.name, str(request.issue_type),
+                  [*(request.issue_ids or ()), *result.triaged_issues], run_id=run_id)
+    counts["requests"] += 1
+    counts["triaged"] += result.num_triaged
+    counts["refreshed"] += refreshed
+    sent = len(request.issue_ids or ())
+    log.info(
+        "triaged %d findings (%d requested, %d same-fingerprint), request %d; %d warehouse rows refreshed",
+        result.num_triaged, sent, max(0, len(result.triaged_issues) - sent), action_id, refreshed,
+    )
 
 
 def refresh_triaged(warehouse: Warehouse, request: TriageRequest, triaged_ids: Iterable[int]) -> int:
@@ -207,23 +348,36 @@ def refresh_triaged(warehouse: Warehouse, request: TriageRequest, triaged_ids: I
     return patch_findings(warehouse, str(request.issue_type), triaged_ids, raw_fields)
 
 
-def approval_text(plans: Sequence[PolicyPlan], *, threshold: int | None, dry_run: bool) -> tuple[str, str]:
-    """Subject and Markdown body of the approval request a person sees in the Airflow UI."""
+def approval_text(
+    plans: Sequence[PolicyPlan], *, reasons: Sequence[str], dry_run: bool
+) -> tuple[str, str]:
+    """Subject and Markdown body of the approval request a person sees in the Airflow UI.
+
+    Everything that comes from the service (repository, rule, ref) is escaped: it cannot add rows, links or
+    images to the body.
+    """
     total = sum(len(p.selected) for p in plans)
     names = ", ".join(p.policy.name for p in plans if p.selected) or "no policy"
-    subject = f"Bulk-triage {total} findings by policy {names}?"
+    subject = truncate(f"Bulk-triage {total} findings by policy {names}?", 250)
     lines = [
-        f"The autotriage policies select **{total}** findings, more than the approval threshold "
-        f"({threshold}). Approve to triage them{' (dry run: nothing is sent)' if dry_run else ''}; "
-        "reject to triage nothing.",
+        f"Approve to triage **{total}** findings{' (dry run: nothing is sent)' if dry_run else ''}; reject to "
+        "triage nothing. Right before sending, each finding is read again from the service: any that a person "
+        "changed in the meantime is left alone.",
+        "",
+        "Why a person is asked:",
+        "",
+        *[f"- {md_escape(reason, 300)}" for reason in reasons],
         "",
     ]
     for plan in plans:
         s = plan.summary
-        lines.append(f"- **{s['policy']}** ({s['issue_type']}): {s['selected']} findings, {s['requests']} "
-                     f"request(s), set {s['set']}")
+        lines.append(f"- **{md_escape(s['policy'])}** ({s['issue_type']}): {s['selected']} findings, "
+                     f"{s['requests']} request(s), set {md_escape(s['set'])}, cap {s['cap']}")
     sample = [row for p in plans for row in sample_rows(p.selected, 10)][:10]
     if sample:
         lines += ["", "Sample:", "", "| id | repository | rule | ref | severity |", "|---|---|---|---|---|"]
-        lines += [f"| {r['id']} | {r['repository']} | {r['rule']} | {r['ref']} | {r['severity']} |" for r in sample]
+        lines += [
+            "| " + " | ".join(md_escape(r[k], 80) for k in ("id", "repository", "rule", "ref", "severity")) + " |"
+            for r in sample
+        ]
     return subject, "\n".join(lines)

@@ -223,3 +223,35 @@ dependency_repositories = Table(
     Column("raw", Text, nullable=False),
     _synced_at(),
 )
+
+#: What a policy wrote, per finding: triaged it (``kind`` triage, ``scope`` the policy) or ticketed it (``kind``
+#: ticket, ``scope`` "any": one ticket per finding whatever the policy), with the finding's ``relevant_since``
+#: then. A person who undoes the write (reopens the finding, closes the ticket) is not overridden by the same
+#: policy until a scan reintroduces the finding (its ``relevant_since`` moves).
+write_ledger = Table(
+    "write_ledger",
+    metadata,
+    Column("kind", Text, nullable=False),
+    Column("scope", Text, nullable=False),
+    Column("issue_type", Text, nullable=False),
+    Column("finding_id", BigInteger, nullable=False, autoincrement=False),
+    Column("relevant_since", UtcDateTime),
+    Column("run_id", Text),
+    _created_at(),
+    PrimaryKeyConstraint("kind", "scope", "issue_type", "finding_id", name="pk_write_ledger"),
+)
+
+#: Findings a write left out after the fresh re-read right before it, with the reason (one row per finding
+#: and run): changed in the service by a person, no longer matching, or reopened after this policy's write.
+dropped_findings = Table(
+    "dropped_findings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Text),
+    Column("kind", Text, nullable=False),
+    Column("policy", Text, nullable=False),
+    Column("issue_type", Text, nullable=False),
+    Column("finding_id", BigInteger, nullable=False),
+    Column("reason", Text, nullable=False),
+    _created_at(),
+)

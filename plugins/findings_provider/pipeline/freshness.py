@@ -1,0 +1,218 @@
+"""Fresh state right before a write: re-read a policy's candidates from the service, keep only the unchanged.
+
+The warehouse's copy of a finding can be a day old, and a person may have acted in the service since: moved it to
+``reviewing``, ignored it, reopened it, given it a ticket. Before triage or ticket creation sends anything, the
+policy's candidates are read again in one filtered findings pull (the policy's selector mapped to the API's
+filters, starting at the oldest candidate's ``relevant_since``), at most ``ceil(candidates / 3000) + 1`` pages.
+A candidate is kept only when the service still lists it, its status, triage state and ticket are what the
+warehouse had, it still matches the selector, and no earlier write of the same policy was undone by a person
+(see ``ledger``). Every other candidate is dropped with its reason (table ``dropped_findings``). The fresh rows
+are written to the warehouse, so what a person changed is there too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert
+
+from findings_provider.config import FindingSelector
+from findings_provider.pipeline import ledger
+from findings_provider.pipeline.selection import SelectedFinding
+from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, finding_rows
+from findings_provider.warehouse.schema import dropped_findings
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 3000
+#: Secrets have no server-side filters: their whole (short) list is read, at most this many per page.
+SECRETS_PAGE_SIZE = 1000
+#: The columns whose change in the service means a person (or another tool) acted on the finding.
+WATCHED = ("status", "triage_state", "triage_reason", "external_ticket_id")
+_COL = {name: i for i, name in enumerate(FINDING_COLUMNS)}
+
+
+@dataclass
+class Freshness:
+    """The outcome of one policy's re-read: the ids to act on, and the others with their reasons."""
+
+    kept: list[int] = field(default_factory=list)
+    dropped: dict[int, str] = field(default_factory=dict)
+    #: Candidates an earlier write of ours with an unknown outcome did after all: id -> the fresh row.
+    ours: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    requests: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        reasons: dict[str, int] = {}
+        for reason in self.dropped.values():
+            key = reason.split(":", 1)[0]
+            reasons[key] = reasons.get(key, 0) + 1
+        return {"kept": len(self.kept), "dropped": len(self.dropped), "requests": self.requests,
+                "drop_reasons": reasons}
+
+
+def api_filters(issue_type: str, selector: FindingSelector, since: datetime | None, *,
+                stateless: bool = False) -> dict[str, Any]:
+    """The findings-query filters that narrow the pull to what ``selector`` can match (a superset of it).
+
+    ``stateless``: leave out the filters a person changes (status), to find candidates that left the selection.
+    """
+    cols = selector.columns()
+    filters: dict[str, Any] = {}
+    if since is not None:
+        filters["since"] = since
+    if len(cols.get("status", ())) == 1 and not stateless:
+        filters["status"] = cols["status"][0]
+    if cols.get("severity"):
+        filters["severities"] = cols["severity"]
+    if cols.get("repository_name"):
+        filters["repos"] = cols["repository_name"]
+    if len(cols.get("ref", ())) == 1:
+        filters["ref"] = cols["ref"][0]
+    if issue_type == "sast":
+        if cols.get("rule_name"):
+            filters["rules"] = cols["rule_name"]
+        if len(cols.get("autotriage_verdict", ())) == 1:
+            filters["autotriage_verdict"] = cols["autotriage_verdict"][0]
+    if issue_type == "sca" and cols.get("reachability"):
+        filters["exposures"] = cols["reachability"]
+    return filters
+
+
+def _since(candidates: Iterable[SelectedFinding]) -> datetime | None:
+    oldest = min((c.relevant_since for c in candidates if c.relevant_since is not None), default=None)
+    return None if oldest is None else oldest - timedelta(seconds=1)
+
+
+def _pages(client: Any, issue_type: str, filters: dict[str, Any]) -> Iterator[Any]:
+    if issue_type == "secrets":
+        return iter(client.iter_secret_pages(limit=SECRETS_PAGE_SIZE, raw=True))
+    return iter(client.iter_finding_pages(issue_type, page_size=PAGE_SIZE, raw=True, **filters))
+
+
+def _pull(client: Any, warehouse: Warehouse, issue_type: str, filters: dict[str, Any], wanted: set[int],
+          fresh: dict[int, tuple[Any, ...]], max_pages: int | None) -> tuple[int, bool]:
+    """Page until every wanted id was seen, the list ends or ``max_pages``; store every row read; return the
+    requests made and whether the list ended."""
+    requests = 0
+    pages = _pages(client, issue_type, filters)
+    while max_pages is None or requests < max_pages:
+        page = next(pages, None)
+        if page is None:
+            return requests, True
+        requests += 1
+        rows = finding_rows(issue_type, page.items)
+        warehouse.upsert_findings(rows)  # the service's current state, whatever the write decides
+        fresh.update((row[_COL["id"]], row) for row in rows if row[_COL["id"]] in wanted)
+        if wanted <= fresh.keys():
+            return requests, False
+        if issue_type != "secrets" and len(page.items) < PAGE_SIZE:
+            return requests, True
+    return requests, False
+
+
+def matches(row: Sequence[Any], selector: FindingSelector) -> list[str]:
+    """The selector fields a warehouse row no longer matches (empty: it matches)."""
+    return [
+        f"{column} is {row[_COL[column]]!r}"
+        for column, values in selector.columns().items()
+        if row[_COL[column]] is None or str(row[_COL[column]]) not in values
+    ]
+
+
+def changes(before: SelectedFinding, row: Sequence[Any]) -> list[str]:
+    """What changed in the service since the warehouse read ``before``: ``status open -> reviewing``, ..."""
+    return [
+        f"{name} {getattr(before, name)!r} -> {row[_COL[name]]!r}"
+        for name in WATCHED
+        if getattr(before, name) != row[_COL[name]]
+    ]
+
+
+def reread(
+    client: Any,
+    warehouse: Warehouse,
+    *,
+    kind: str,
+    policy: str,
+    issue_type: str,
+    selector: FindingSelector,
+    candidates: Sequence[SelectedFinding],
+    target: dict[str, Any] | None = None,
+    ours: Iterable[int] = (),
+    run_id: str | None = None,
+) -> Freshness:
+    """Re-read ``candidates`` from the service; keep those unchanged since the warehouse read them.
+
+    ``target``: the column values the write would set (triage): a candidate already in that state (an earlier
+    attempt of the same run, or a person, did it) is dropped as such rather than as a conflict. ``ours``:
+    candidates a ticket request of ours may have ticketed unseen (its outcome unknown); one that has a ticket now
+    is returned in ``ours``, not dropped as a person's change.
+    """
+    out = Freshness()
+    if not candidates:
+        return out
+    wanted = {c.id: c for c in candidates}
+    budget = None if issue_type == "secrets" else math.ceil(len(candidates) / PAGE_SIZE) + 1
+    fresh: dict[int, tuple[Any, ...]] = {}
+    filters = {} if issue_type == "secrets" else api_filters(issue_type, selector, _since(candidates))
+    out.requests, complete = _pull(client, warehouse, issue_type, filters, set(wanted), fresh, budget)
+    missing = [c for c in candidates if c.id not in fresh]
+    if missing and budget is not None and out.requests < budget:
+        # candidates that left the policy's filters (a person changed their status): look for them without
+        # the status filter, within what is left of the budget, so their new state reaches the warehouse
+        wider = api_filters(issue_type, selector, _since(missing), stateless=True)
+        wider.setdefault("repos", sorted({c.repository_name for c in missing if c.repository_name}))
+        used, complete = _pull(client, warehouse, issue_type, wider, {c.id for c in missing}, fresh,
+                               budget - out.requests)
+        out.requests += used
+    undone = ledger.undone_writes(
+        warehouse, kind, policy, issue_type,
+        ((i, row[_COL["relevant_since"]], row[_COL["triage_state"]]) for i, row in fresh.items()),
+    )
+    suspects = set(ours)
+    for finding_id, before in sorted(wanted.items()):
+        row = fresh.get(finding_id)
+        if row is not None and finding_id in suspects and row[_COL["external_ticket_id"]] is not None:
+            out.ours[finding_id] = row
+        elif row is None:
+            out.dropped[finding_id] = (
+                "not listed: the service no longer lists it under the policy's filters (changed, fixed or "
+                "removed since the last extraction)" if complete else
+                f"not confirmed: not reached within {out.requests} pages of the re-read (the request budget)"
+            )
+        elif target and all(row[_COL[k]] == v for k, v in target.items()):
+            out.dropped[finding_id] = "already done: the service has it in the state the policy sets"
+        elif changed := changes(before, row):
+            out.dropped[finding_id] = "changed in the service since the last extraction: " + ", ".join(changed)
+        elif mismatch := matches(row, selector):
+            out.dropped[finding_id] = "no longer matches the policy: " + ", ".join(mismatch)
+        elif finding_id in undone:
+            out.dropped[finding_id] = undone[finding_id]
+        else:
+            out.kept.append(finding_id)
+    record_drops(warehouse, out.dropped, kind=kind, policy=policy, issue_type=issue_type, run_id=run_id)
+    log.info("%s policy %s: re-read %d %s candidates in %d request(s): %d kept, %d dropped %s", kind, policy,
+             len(candidates), issue_type, out.requests, len(out.kept), len(out.dropped),
+             out.summary()["drop_reasons"] or "")
+    return out
+
+
+def record_drops(
+    warehouse: Warehouse, dropped: dict[int, str], *, kind: str, policy: str, issue_type: str, run_id: str | None
+) -> None:
+    """One ``dropped_findings`` row per dropped finding, with its reason."""
+    rows: Iterable[dict[str, Any]] = [
+        {"run_id": run_id, "kind": kind, "policy": policy, "issue_type": issue_type, "finding_id": i,
+         "reason": reason[:1000]}
+        for i, reason in sorted(dropped.items())
+    ]
+    rows = list(rows)
+    if rows:
+        with warehouse.engine.begin() as conn:
+            conn.execute(insert(dropped_findings), rows)
