@@ -1,9 +1,12 @@
 """Bulk triage by policy: plan (select and chunk, recorded in ``triage_actions``), then execute the plan.
 
 Every request is one ``triage_actions`` row: recorded as ``planned`` before it is sent (in a dry run it stays
-so, flagged ``dry_run``), then ``succeeded`` with the response or ``failed`` with the error. After a request
-succeeded, every id the service reports in ``triaged_issues`` (which includes same-fingerprint findings on
-other refs) is updated in the warehouse: columns and raw JSON alike.
+so, flagged ``dry_run``), then ``succeeded`` with the response or ``failed`` with the error (``dropped`` when the
+fresh re-read left nothing to send). Right before sending, each policy's planned findings are read again from
+the service (``freshness``): those a person changed, or reopened after this policy triaged them (``ledger``), or
+whose twin on another branch a person triaged, are left out with the reason. After a request succeeded, every id
+the service reports in ``triaged_issues`` (which includes same-fingerprint findings on other refs) is updated in
+the warehouse, columns and raw JSON alike, and recorded in the ledger.
 """
 
 from __future__ import annotations
