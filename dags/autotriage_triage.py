@@ -34,19 +34,12 @@ outstanding), on its own schedule if configured, and on a manual trigger.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import FINDINGS, TRIAGE
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
+from findings_provider.dag_defaults import approval_steps, cap_param, conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.findings import PublishAssetOperator
-from findings_provider.operators.triage import (
-    ApprovalBranchOperator,
-    BulkTriageOperator,
-    PlanTriageOperator,
-    TriageApprovalOperator,
-)
+from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.autotriage_triage
@@ -67,14 +60,7 @@ with DAG(
             title="Approval threshold",
             description="Above this many selected findings a person approves in the UI first; empty: never ask.",
         ),
-        "max_findings": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            title="Cap per policy for this run",
-            description="Lowers every policy's max_findings for this run; it never raises one (above the "
-                        "file's cap a person approves).",
-        ),
+        "max_findings": cap_param("max_findings"),
     },
 ) as dag:
     plan = PlanTriageOperator(
@@ -85,22 +71,9 @@ with DAG(
         pool="default_pool",
         **CONN,
     )
-    check = ApprovalBranchOperator(
-        task_id="check_approval",
-        needs_approval=plan.output["needs_approval"],
-        approval_task_id="approve_triage",
-        proceed_task_id="bulk_triage",
-        pool="default_pool",
-    )
-    approve = TriageApprovalOperator(
-        task_id="approve_triage",
-        subject="{{ ti.xcom_pull(task_ids='plan_triage')['approval_subject'] }}",
-        body="{{ ti.xcom_pull(task_ids='plan_triage')['approval_body'] }}",
-        action_ids=plan.output["action_ids"],
-        warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
-        defaults="Reject",  # unanswered for a day: nothing is triaged, and the next run asks again
-        response_timeout=timedelta(days=1),
-        pool="default_pool",
+    check, approve = approval_steps(
+        CONFIG, plan, approval_task_id="approve_triage", write_task_id="bulk_triage",
+        operator=TriageApprovalOperator, action_ids=plan.output["action_ids"],
     )
     triage = BulkTriageOperator(
         task_id="bulk_triage",

@@ -31,13 +31,10 @@ manual trigger.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import TICKETS, TRIAGE
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
-from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
+from findings_provider.dag_defaults import approval_steps, cap_param, conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 
@@ -60,14 +57,7 @@ with DAG(
             title="Tracker project id",
             description="Issue-tracker project id (digits); empty: the integration's default project.",
         ),
-        "max_tickets": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            title="Cap per policy for this run",
-            description="Lowers every policy's max_tickets for this run; it never raises one (above the file's "
-                        "cap a person approves).",
-        ),
+        "max_tickets": cap_param("max_tickets"),
     },
 ) as dag:
     plan = PlanTicketsOperator(
@@ -76,22 +66,8 @@ with DAG(
         pool="default_pool",
         **CONN,
     )
-    check = ApprovalBranchOperator(
-        task_id="check_approval",
-        needs_approval=plan.output["needs_approval"],
-        approval_task_id="approve_tickets",
-        proceed_task_id="create_tickets",
-        pool="default_pool",
-    )
-    approve = PlanApprovalOperator(
-        task_id="approve_tickets",
-        kind="tickets",
-        subject="{{ ti.xcom_pull(task_ids='plan_tickets')['approval_subject'] }}",
-        body="{{ ti.xcom_pull(task_ids='plan_tickets')['approval_body'] }}",
-        warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
-        defaults="Reject",  # unanswered for a day: no tickets, and the next run asks again
-        response_timeout=timedelta(days=1),
-        pool="default_pool",
+    check, approve = approval_steps(
+        CONFIG, plan, approval_task_id="approve_tickets", write_task_id="create_tickets", kind="tickets",
     )
     create = CreateTicketsOperator(
         task_id="create_tickets",

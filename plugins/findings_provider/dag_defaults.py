@@ -65,3 +65,48 @@ def dry_run_param(default: bool, description: str) -> Any:
     from airflow.sdk import Param
 
     return Param(default, type="boolean", title="Dry run", description=description)
+
+
+def cap_param(setting: str) -> Any:
+    """The param that lowers every write policy's ``setting`` (``max_findings``, ``max_tickets``) for one run."""
+    from airflow.sdk import Param
+
+    return Param(
+        None,
+        type=["null", "integer"],
+        minimum=1,
+        title="Cap per policy for this run",
+        description=f"Lowers every policy's {setting} for this run; it never raises one (above the file's cap a "
+        "person approves).",
+    )
+
+
+def approval_steps(
+    config: Any, plan: Any, *, approval_task_id: str, write_task_id: str, operator: Any = None, **extra: Any
+) -> tuple[Any, Any]:
+    """The approval pattern of a write: a branch on the plan's ``needs_approval`` and the approval task.
+
+    ``plan`` returns ``approval_subject`` and ``approval_body`` and pushes ``needs_approval``; the approval
+    (``operator``, default ``PlanApprovalOperator``; ``extra`` its own arguments) records the answer, which the
+    write task checks. Unanswered for a day means Reject: nothing is written and the next run asks again.
+    """
+    from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
+
+    check = ApprovalBranchOperator(
+        task_id="check_approval",
+        needs_approval=plan.output["needs_approval"],
+        approval_task_id=approval_task_id,
+        proceed_task_id=write_task_id,
+        pool="default_pool",
+    )
+    approve = (operator or PlanApprovalOperator)(
+        task_id=approval_task_id,
+        subject=f"{{{{ ti.xcom_pull(task_ids='{plan.task_id}')['approval_subject'] }}}}",
+        body=f"{{{{ ti.xcom_pull(task_ids='{plan.task_id}')['approval_body'] }}}}",
+        warehouse_conn_id=config.connections.warehouse_conn_id,
+        defaults="Reject",
+        response_timeout=timedelta(days=1),
+        pool="default_pool",
+        **extra,
+    )
+    return check, approve

@@ -21,18 +21,9 @@ from findings_provider.pipeline import extraction
 from findings_provider.warehouse.schema import triage_actions
 from sqlalchemy import select
 
-from .conftest import make_context
+from .conftest import make_context, ops, seq_of
 
 pytestmark = pytest.mark.integration
-
-
-def ops(emulator, seq, operation):
-    return [r for r in emulator.requests(seq) if r["operation"] == operation]
-
-
-def seq_of(emulator):
-    log = emulator.requests()
-    return log[-1]["seq"] if log else 0
 
 
 def extract(types="['sast', 'sca']"):

@@ -16,18 +16,10 @@ from findings_provider.operators.findings import ExtractFindingsOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
 
-from .conftest import make_context
+from .conftest import make_context, seq_of
+from .conftest import ops as sent
 
 pytestmark = pytest.mark.integration
-
-
-def sent(emulator, seq, operation):
-    return [r for r in emulator.requests(seq) if r["operation"] == operation]
-
-
-def seq_of(emulator):
-    log = emulator.requests()
-    return log[-1]["seq"] if log else 0
 
 
 def answer(operator, ctx, choice):
