@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", type=int, default=d.rules, help="code rules (in the policies and findings)")
     p.add_argument("--dependencies", type=int, default=d.dependencies, help="dependencies in the inventory")
     p.add_argument("--secrets", type=int, default=d.secrets, help="secrets findings")
+    p.add_argument("--ai-findings", type=int, default=d.ai_findings,
+                   help="AI-detected code findings (issue_type ai_sast), besides --findings")
     p.add_argument("--deployment-id", default=d.deployment_id, help="numeric id of the served deployment")
     p.add_argument("--deployment-slug", default=d.deployment_slug, help="slug of the served deployment")
     p.add_argument("--db", default=None, metavar="PATH", help="SQLite file (default: in memory); regenerated")
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long a running scan takes to finish")
     p.add_argument("--flat-findings", action="store_true",
                    help="answer findings as a flat top-level {\"findings\": [...]}")
+    p.add_argument("--dialect", choices=["reference", "real"], default=d.dialect,
+                   help="wire format: the API reference's or the real service's")
     p.add_argument("--retired-policies", action="store_true", help="policy endpoints answer 410 Gone")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="fault rule: the admin route's JSON, or OPERATION:KIND,KIND,... (e.g. findings:429,ok,503)")
@@ -56,9 +60,10 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         host=args.host, port=args.port, tokens=tuple(args.tokens or EmulatorConfig.tokens),
         no_web_api_tokens=tuple(args.no_web_api_tokens), seed=args.seed, findings=args.findings,
         repositories=args.repositories, scans=args.scans, rules=args.rules, dependencies=args.dependencies,
-        secrets=args.secrets, deployment_id=args.deployment_id, deployment_slug=args.deployment_slug,
+        secrets=args.secrets, ai_findings=args.ai_findings, deployment_id=args.deployment_id,
+        deployment_slug=args.deployment_slug,
         db=args.db, scan_duration=args.scan_duration, flat_findings=args.flat_findings,
-        retired_policies=args.retired_policies, faults=faults, log_level=args.log_level,
+        retired_policies=args.retired_policies, dialect=args.dialect, faults=faults, log_level=args.log_level,
     )
 
 

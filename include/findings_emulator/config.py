@@ -19,10 +19,14 @@ RESETTABLE = (
     "rules",
     "dependencies",
     "secrets",
+    "ai_findings",
     "scan_duration",
     "flat_findings",
     "retired_policies",
+    "dialect",
 )
+#: Wire formats: the API reference's, or the real service's (see the README's "Dialects").
+DIALECTS = ("reference", "real")
 
 
 @dataclass(frozen=True)
@@ -40,24 +44,28 @@ class EmulatorConfig:
     rules: int = 40
     dependencies: int = 300
     secrets: int = 200
+    ai_findings: int = 0
     deployment_id: str = "1"
     deployment_slug: str = "acme"
     db: str | None = None
     scan_duration: float = 30.0
     flat_findings: bool = False
     retired_policies: bool = False
+    dialect: str = "reference"
     faults: tuple[FaultSpec, ...] = ()
     log_level: str = "info"
 
     def __post_init__(self) -> None:
         if not self.deployment_id.isdigit():
             raise ValueError(f"deployment_id: must be digits, got {self.deployment_id!r}")
-        for name in ("findings", "repositories", "scans", "rules", "dependencies", "secrets"):
+        for name in ("findings", "repositories", "scans", "rules", "dependencies", "secrets", "ai_findings"):
             value = getattr(self, name)
             if not 0 <= value <= MAX_FINDINGS_PER_TYPE:
                 raise ValueError(f"{name}: must be between 0 and {MAX_FINDINGS_PER_TYPE}, got {value}")
         if self.repositories < 1 or self.rules < 1:
             raise ValueError("repositories and rules: at least 1 each")
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dialect: must be one of {', '.join(DIALECTS)}, got {self.dialect!r}")
         if self.scan_duration < 0:
             raise ValueError(f"scan_duration: must not be negative, got {self.scan_duration}")
 

@@ -13,6 +13,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .responses import OrjsonResponse
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The real service's answer to an unknown route.
+REAL_NOT_FOUND = ("The requested URL was not found on the server. If you entered the URL manually please check "
+                  "your spelling and try again.")
 NO_WEB_API = "deployment not found, or the API token does not have Web API access enabled"
 
 
@@ -88,9 +91,12 @@ async def _on_validation_error(_request: Request, exc: Exception) -> OrjsonRespo
     return error_response(400, message, field)
 
 
-async def _on_http_error(_request: Request, exc: Exception) -> OrjsonResponse:
+async def _on_http_error(request: Request, exc: Exception) -> OrjsonResponse:
     assert isinstance(exc, StarletteHTTPException)
     headers = dict(exc.headers) if exc.headers else None
+    emulator = getattr(request.app.state, "emulator", None)
+    if exc.status_code == 404 and emulator is not None and emulator.config.dialect == "real":
+        return OrjsonResponse({"error": REAL_NOT_FOUND}, status_code=404, headers=headers)
     return error_response(exc.status_code, str(exc.detail), None, headers)
 
 

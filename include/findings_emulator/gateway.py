@@ -11,7 +11,7 @@ import ipaddress
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import orjson
 from starlette.routing import Match
@@ -25,6 +25,25 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+#: Array query parameters per operation: production clients send them comma-joined (``severities=high,critical``),
+#: the schema says repeated keys; both are accepted.
+ARRAY_PARAMETERS = {
+    "findings": frozenset({"repos", "repository_ids", "triage_reasons", "severities", "policies", "rules",
+                           "categories", "component_tags", "exposures", "transitivities", "click_to_fix_pr_state"}),
+    "secrets": frozenset({"validationState", "severity", "repo"}),
+}
+
+
+def split_comma_arrays(query: bytes, names: frozenset[str]) -> bytes:
+    """The query string with comma-joined values of the array parameters ``names`` as repeated keys."""
+    if b"," not in query and b"%2C" not in query.upper():
+        return query
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    split = [(key, part) for key, value in pairs
+             for part in (value.split(",") if key in names else [value]) if part or key not in names]
+    return urlencode(split).encode("latin-1")
 
 
 def is_loopback(host: str | None) -> bool:
@@ -138,6 +157,9 @@ class Gateway:
             "query": parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True),
             "body": _parse_json(body), "status": None, "fault": fault.kind if fault else None,
         }
+        if operation in ARRAY_PARAMETERS:
+            scope = {**scope, "query_string": split_comma_arrays(scope.get("query_string", b""),
+                                                                  ARRAY_PARAMETERS[operation])}
         try:
             entry["status"] = await self._serve(scope, replay, send, fault)
         finally:

@@ -70,12 +70,13 @@ def populate(database: Database, config: EmulatorConfig, now: float | None = Non
     world = generate_world(seed=config.seed, repositories=config.repositories, scans=config.scans,
                            rules=config.rules, dependencies=config.dependencies, now=now,
                            scan_duration=config.scan_duration)
-    factory = FindingFactory(world, config.seed)
+    factory = FindingFactory(world, config.seed, config.dialect)
     with database.transaction() as connection:
         database.recreate_tables(connection)
         _insert_world(connection, world)
         raw = database.raw(connection)
-        for issue_type, count in (("sast", sast), ("sca", sca), ("secrets", config.secrets)):
+        for issue_type, count in (("sast", sast), ("sca", sca), ("secrets", config.secrets),
+                                  ("ai_sast", config.ai_findings)):
             for rows, bodies in factory.batches(issue_type, count):
                 raw.executemany(_INSERT_FINDING, rows)
                 raw.executemany(_INSERT_BODY, bodies)

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, StringConstraints
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    model_validator,
+)
 
 from .selection import (
     Confidence,
@@ -21,6 +32,8 @@ from .selection import (
     Visibility,
 )
 
+#: The tracker project field named after the tracker's brand.
+BRANDED_PROJECT_ID = re.compile(r"^[a-z][a-z0-9]*_project_id$")
 Digits = Annotated[StrictStr, StringConstraints(pattern=r"^[0-9]+$")]
 #: Integers the store can hold (SQLite: signed 64 bits); a larger value names nothing and is refused as invalid.
 SqlInt = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
@@ -53,7 +66,9 @@ class PackageFilter(Body):
 class DependencyFilter(Body):
     """Dependency filter (reference 2.3)."""
 
+    ecosystem: list[str] | str | None = None
     license: list[str] | None = None
+    transitivity: list[str] | None = None
     lockfilePath: str | None = None
     name: str | None = None
     packageFilters: list[PackageFilter] | None = None
@@ -158,6 +173,17 @@ class TicketBody(SelectionBody):
     group_issues: bool = True
     tracker_project_id: Digits | None = None
     limit: int = Field(20, ge=1, le=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _branded_tracker_field(cls, data: Any) -> Any:
+        """Accept the tracker project field under its real name, ``<brand>_project_id`` (``jira_project_id``)."""
+        if isinstance(data, dict) and data.get("tracker_project_id") is None:
+            branded = [key for key in data if key != "tracker_project_id" and BRANDED_PROJECT_ID.match(key)]
+            if branded:
+                value = data[branded[0]]
+                data = {**data, "tracker_project_id": str(value) if isinstance(value, int) else value}
+        return data
 
 
 class Toggle(Body):

@@ -10,6 +10,7 @@ import orjson
 from sqlalchemy import Connection, bindparam, select, update
 
 from . import schema
+from .dialect import REAL, VALIDATION_FILTER, finding_to_real
 from .errors import invalid
 from .models import SelectionBody
 from .selection import SELECTION_ONLY_FOR, FindingFilters, as_tuple
@@ -35,7 +36,7 @@ def selection_filters(body: SelectionBody, ids: list[int]) -> FindingFilters:
         epss_probability=as_tuple(body.epss_probability), pro_only=body.pro_only,
         project_tags=as_tuple(body.project_tags), include_historical=body.include_historical,
         repository_visibility=as_tuple(body.repository_visibility), secret_types=as_tuple(body.secret_types),
-        validation_state=as_tuple(body.validation_state),
+        validation_state=tuple(VALIDATION_FILTER.get(v, v) for v in body.validation_state or ()),
     )
     if not ids and not filters.given():
         raise invalid("issue_ids", "give issue_ids or at least one filter; a selection of every finding is "
@@ -57,14 +58,18 @@ def fingerprint_mates(connection: Connection, issue_type: str, ids: list[int]) -
 
 
 def rewrite_bodies(connection: Connection, ids: list[int], edit: Callable[[dict[str, Any]], None]) -> None:
-    """Apply ``edit`` to the stored JSON of each finding in ``ids`` and store it again."""
+    """Apply ``edit`` to the stored JSON of each finding in ``ids`` and store it again (code and supply-chain
+    findings converted to the real dialect when the emulator serves it: ``edit`` writes the reference form)."""
     if not ids:
         return
     b = schema.finding_bodies.c
     changed = []
+    real = connection.info.get("dialect") == REAL
     for finding_id, body in connection.execute(select(b.id, b.body).where(b.id.in_(ids))):
         finding = orjson.loads(body)
         edit(finding)
+        if real and "secret_type" not in finding:  # secrets stay in the reference form, converted when served
+            finding_to_real(finding)
         changed.append({"key": finding_id, "new_body": orjson.dumps(finding)})
     connection.execute(
         update(schema.finding_bodies).where(b.id == bindparam("key")).values(body=bindparam("new_body")), changed)

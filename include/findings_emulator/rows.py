@@ -10,6 +10,7 @@ from typing import NamedTuple
 SAST_ID_BASE = 1
 SCA_ID_BASE = 100_000_001
 SECRETS_ID_BASE = 200_000_001
+AI_SAST_ID_BASE = 300_000_001
 MAX_FINDINGS_PER_TYPE = SCA_ID_BASE - SAST_ID_BASE
 # The finding's `state` for each `status`.
 STATE_OF_STATUS = {"open": "unresolved", "fixed": "fixed", "ignored": "muted", "reviewing": "unresolved",

@@ -43,34 +43,40 @@ def _counts(row: Any) -> dict[str, int]:
             "total": row.code_count + row.secrets_count + row.sca_count}
 
 
-def render_summary(row: Any, deployment_id: str) -> dict[str, Any]:
-    """A scan as listed by scan search (reference 2.5); unset times and exit codes are left out."""
-    body: dict[str, Any] = {
+def render_summary(row: Any, deployment_id: str, real: bool = False) -> dict[str, Any]:
+    """A scan as listed by scan search (reference 2.5); unset times and exit codes are null. The real dialect
+    sends int64 values (``exit_code``, the counts) as digit strings."""
+    counts: dict[str, Any] = _counts(row)
+    exit_code: Any = row.exit_code
+    if real:
+        counts = {key: str(value) for key, value in counts.items()}
+        exit_code = None if exit_code is None else str(exit_code)
+    return {
         "id": str(row.id), "deployment_id": deployment_id, "repository_id": str(row.repository_id),
         "branch": row.branch, "commit": row.commit, "started_at": timefmt.iso_z(row.started_at),
-        "status": row.status, "is_full_scan": bool(row.is_full_scan), "enabled_products": _products(row),
-        "findings_counts": _counts(row),
+        "completed_at": None if row.completed_at is None else timefmt.iso_z(row.completed_at),
+        "status": row.status, "exit_code": exit_code, "total_time": row.total_time,
+        "is_full_scan": bool(row.is_full_scan), "enabled_products": _products(row), "findings_counts": counts,
     }
-    if row.completed_at is not None:
-        body["completed_at"] = timefmt.iso_z(row.completed_at)
-    if row.exit_code is not None:
-        body["exit_code"] = row.exit_code
-    if row.total_time is not None:
-        body["total_time"] = row.total_time
-    return body
 
 
-def render_details(row: Any, deployment_id: str) -> dict[str, Any]:
-    """A scan as read alone (reference 2.6): no status, the client derives it."""
-    body: dict[str, Any] = {
+def _real_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """Scan metadata as the real service sends it: titles as plain strings, the trigger under ``on``."""
+    def plain(value: Any) -> Any:
+        return value.get("value") if isinstance(value, dict) else value
+    return {**meta, "commit_title": plain(meta.get("commit_title")),
+            "pull_request_title": plain(meta.get("pull_request_title")),
+            "on": "push" if meta.get("pull_request_id") is None else "pull_request"}
+
+
+def render_details(row: Any, deployment_id: str, real: bool = False) -> dict[str, Any]:
+    """A scan as read alone (reference 2.6): no status, the client derives it; unset values are null."""
+    meta = orjson.loads(row.meta)
+    return {
         "id": row.id, "deployment_id": int(deployment_id), "repository_id": row.repository_id,
-        "started_at": timefmt.iso_z(row.started_at), "enabled_products": _products(row),
-        "has_logs": bool(row.has_logs),
+        "started_at": timefmt.iso_z(row.started_at),
+        "completed_at": None if row.completed_at is None else timefmt.iso_z(row.completed_at),
+        "exit_code": row.exit_code, "enabled_products": _products(row), "has_logs": bool(row.has_logs),
         "stats": {"findings": _counts(row)["total"], "total_time": row.total_time or 0.0},
-        "meta": orjson.loads(row.meta),
+        "meta": _real_meta(meta) if real else meta,
     }
-    if row.completed_at is not None:
-        body["completed_at"] = timefmt.iso_z(row.completed_at)
-    if row.exit_code is not None:
-        body["exit_code"] = row.exit_code
-    return body

@@ -16,10 +16,10 @@ from . import schema
 from .errors import invalid
 
 IssueType = Literal["sast", "sca", "secrets"]
-ListedIssueType = Literal["sast", "sca"]
+ListedIssueType = Literal["sast", "sca", "ai_sast"]
 Severity = Literal["low", "medium", "high", "critical"]
-Status = Literal["open", "fixed", "ignored", "reviewing", "fixing"]
-TriageReason = Literal["acceptable_risk", "false_positive", "no_time", "no_triage_reason"]
+Status = Literal["open", "fixed", "ignored", "reviewing", "fixing", "provisionally_ignored"]
+TriageReason = Literal["acceptable_risk", "false_positive", "no_time", "no_triage_reason", "duplicate"]
 Confidence = Literal["low", "medium", "high"]
 Verdict = Literal["true_positive", "false_positive"]
 Exposure = Literal["reachable", "always_reachable", "conditionally_reachable", "unreachable", "unknown"]
@@ -27,13 +27,16 @@ Transitivity = Literal["direct", "transitive", "unknown"]
 PrState = Literal["open", "merged"]
 PolicyBoard = Literal["rule-board-audit", "rule-board-pr-comments", "rule-board-block"]
 PolicyModeName = Literal["monitor", "comment", "block", "disabled"]
-EpssBand = Literal["high", "medium", "low", "minimal"]
-Visibility = Literal["public", "private"]
-ValidationState = Literal["valid", "invalid"]
+EpssBand = Literal["high", "medium", "low", "minimal", "none"]
+Visibility = Literal["public", "private", "unknown"]
+# The reference's values, then the real service's (see dialect.VALIDATION_FILTER).
+ValidationState = Literal["valid", "invalid", "confirmed_valid", "confirmed_invalid", "validation_error",
+                          "no_validator"]
 
 BOARD_MODES = {"rule-board-audit": "MODE_MONITOR", "rule-board-pr-comments": "MODE_COMMENT",
                "rule-board-block": "MODE_BLOCK"}
-EPSS_BANDS = {"high": (0.1, 2.0), "medium": (0.01, 0.1), "low": (0.001, 0.01), "minimal": (0.0, 0.001)}
+EPSS_BANDS = {"high": (0.1, 2.0), "medium": (0.01, 0.1), "low": (0.001, 0.01), "minimal": (0.0, 0.001),
+              "none": (0.0, 0.001)}
 
 # Which issue types a filter applies to, as documented for the findings list (4.8)...
 LISTING_ONLY_FOR = {
@@ -102,7 +105,8 @@ class FindingFilters:
         """Reject a filter documented for another issue type (a 400 naming it)."""
         for name in self.given():
             allowed = only_for.get(name)
-            if allowed is not None and allowed != self.issue_type:
+            # AI findings carry the code findings' fields, so they take the code filters
+            if allowed is not None and allowed != self.issue_type.removeprefix("ai_"):
                 raise invalid(name, f"applies only to issue_type {allowed}, not {self.issue_type}")
 
 

@@ -42,6 +42,7 @@ class Emulator:
         dropped with it."""
         with self.database.transaction() as connection:
             self.listing.invalidate()
+            connection.info["dialect"] = self.config.dialect  # stored bodies are rewritten in this dialect
             yield connection
 
     def reset(self, overrides: dict[str, Any]) -> dict[str, Any]:

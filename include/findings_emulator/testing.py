@@ -45,12 +45,14 @@ class EmulatorProcess:
         token: str = "test-token",  # noqa: S107 - a fixed token for tests, not a secret
         seed: int = 42,
         findings: int = 500,
+        dialect: str = "reference",
         extra_args: Sequence[str] = (),
         log_path: str | Path | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
     ) -> None:
         self.port = port or free_port()
         self.token = token
+        self.dialect = dialect
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.deployment_id = ""
         self.deployment_slug = ""
@@ -61,7 +63,8 @@ class EmulatorProcess:
             os.close(handle)
         self.log_path = Path(log_path)
         command = [sys.executable, "-m", "findings_emulator", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--token", token, "--seed", str(seed), "--findings", str(findings), *extra_args]
+                   "--token", token, "--seed", str(seed), "--findings", str(findings), "--dialect", dialect,
+                   *extra_args]
         python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         started = time.monotonic()
         with open(self.log_path, "ab") as log:

@@ -74,7 +74,7 @@ def test_invalid_project_requests(api: httpx.Client, emulator: EmulatorProcess) 
     assert_error(api.put(by_slug(emulator, "projects/acme/no-such-repo/tags"), json=["x"]), 404)
     assert_error(api.patch(by_slug(emulator, "projects/acme/no-such-repo/managed-scan"),
                            json={"full_scan": {"enabled": True}}), 404)
-    assert_error(api.put(by_slug(emulator, f"projects/{name}/tags"), json={"tags": ["x"]}), 400, "body")
+    assert_error(api.put(by_slug(emulator, f"projects/{name}/tags"), json={"labels": ["x"]}), 400)
     assert_error(api.delete(by_slug(emulator, f"projects/{name}/tags")), 400, "tags")
     assert_error(api.patch(by_slug(emulator, f"projects/{name}/managed-scan"), json={}), 400, "diff_scan")
     assert_error(api.patch(by_slug(emulator, f"projects/{name}/managed-scan"),

@@ -83,7 +83,9 @@ def test_generated_scans_cover_every_status_consistently(every_scan: list[Scan])
     assert all(s["exit_code"] not in (0, 1) for s in by_status["SCAN_STATUS_ERROR"])
     hour_ago = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
     for scan in by_status["SCAN_STATUS_NEVER_FINISHED"] + by_status["SCAN_STATUS_RUNNING"]:
-        assert "completed_at" not in scan
+        assert scan["completed_at"] is None
+        assert scan["exit_code"] is None
+        assert scan["total_time"] is None
         assert (scan["started_at"] < hour_ago) == (scan["status"] == "SCAN_STATUS_NEVER_FINISHED")
 
 
@@ -101,7 +103,7 @@ def test_every_search_filter_is_applied(api: httpx.Client, emulator: EmulatorPro
         ({"is_full_scan": False}, lambda s: not s["is_full_scan"]),
         ({"products": ["PRODUCT_AI_SAST"]}, lambda s: "PRODUCT_AI_SAST" in s["enabled_products"]),
         ({"since": middle}, lambda s: s["started_at"] > middle),
-        ({"total_time": {"min": 100, "max": 400}}, lambda s: 100 <= s.get("total_time", -1) <= 400),
+        ({"total_time": {"min": 100, "max": 400}}, lambda s: 100 <= (s["total_time"] or -1) <= 400),
     ]
     for body, predicate in cases:
         expected = [s["id"] for s in every_scan if predicate(s)]
@@ -137,12 +139,14 @@ def test_a_running_scan_finishes_after_its_duration(api: httpx.Client, emulator:
                                                     final_status: str, exit_code: int) -> None:
     created = emulator.create_scan(status="SCAN_STATUS_RUNNING", finish_after=1, final_status=final_status)
     assert created["status"] == "SCAN_STATUS_RUNNING"
-    assert "completed_at" not in api.get(by_id(emulator, f"scan/{created['id']}")).json()
+    running = api.get(by_id(emulator, f"scan/{created['id']}")).json()
+    assert running["completed_at"] is None
+    assert running["exit_code"] is None
     time.sleep(1.2)
     assert _status_of(api, emulator, created["id"]) == final_status
     details = api.get(by_id(emulator, f"scan/{created['id']}")).json()
     assert details["exit_code"] == exit_code
-    assert "completed_at" in details
+    assert details["completed_at"] is not None
 
 
 def test_a_scan_running_for_over_an_hour_is_never_finished(api: httpx.Client, emulator: EmulatorProcess) -> None:

@@ -132,7 +132,7 @@ def create_scan(spec: ScanCreate = Body(default_factory=ScanCreate),
             meta=orjson.dumps(meta).decode()))
         advance(connection, now)
         row = connection.execute(select(schema.scans).where(schema.scans.c.id == scan_id)).one()
-    return OrjsonResponse(render_summary(row, emulator.config.deployment_id))
+    return OrjsonResponse(render_summary(row, emulator.config.deployment_id, emulator.config.dialect == "real"))
 
 
 @router.get("/tickets")

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Depends
 from sqlalchemy import Connection, or_, select
 
 from .. import schema
+from ..dialect import REAL, dependency_to_real
 from ..models import DependenciesBody, DependencyFilter, PackageFilter, RepositoriesBody
 from ..responses import OrjsonResponse
 from ..state import Emulator
@@ -46,6 +47,12 @@ def matching_dependencies(connection: Connection, flt: DependencyFilter | None) 
                 query = query.where(col == value)
         if flt.repositoryId:
             query = query.where(d.repository_id.in_(flt.repositoryId))
+        if flt.ecosystem:
+            ecosystems = [flt.ecosystem] if isinstance(flt.ecosystem, str) else flt.ecosystem
+            query = query.where(d.ecosystem.in_([e.lower() for e in ecosystems]))
+        if flt.transitivity:  # DIRECT, TRANSITIVE, UNKNOWN_TRANSITIVITY (either case)
+            query = query.where(d.transitivity.in_(
+                [t.lower().removesuffix("_transitivity") for t in flt.transitivity]))
     rows = [dict(row) for row in connection.execute(query).mappings()]
     if flt is not None and flt.packageFilters:
         rows = [row for row in rows if any(_package_matches(rule, row) for rule in flt.packageFilters)]
@@ -66,9 +73,16 @@ def list_dependencies(body: DependenciesBody = Body(default_factory=Dependencies
     after = int(body.cursor) if body.cursor else 0
     with emulator.transaction() as connection:
         deps = [d for d in matching_dependencies(connection, body.dependencyFilter) if d["id"] > after]
+        r = schema.repositories.c
+        repos = {row.id: row for row in connection.execute(select(r.id, r.url, r.primary_branch))}
     page = deps[: body.pageSize]
     cursor = str(page[-1]["id"]) if page else (body.cursor or "")
-    return OrjsonResponse({"dependencies": [_render(d) for d in page], "cursor": cursor,
+    if emulator.config.dialect == REAL:
+        items = [dependency_to_real(d, repos[d["repository_id"]].url, repos[d["repository_id"]].primary_branch)
+                 for d in page]
+    else:
+        items = [_render(d) for d in page]
+    return OrjsonResponse({"dependencies": items, "cursor": cursor,
                            "hasMore": len(deps) > len(page)})
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import Field
 
+from ..dialect import REAL
 from ..responses import raw_json
 from ..selection import (
     LISTING_ONLY_FOR,
@@ -28,7 +29,7 @@ from .deps import by_slug
 
 router = APIRouter()
 FINDINGS_RESPONSE = {200: {"description": "`sastFindings.findings` and `scaFindings.findings` (or a flat "
-                                          "`findings` list when the emulator runs with --flat-findings)",
+                                          "`findings` list with --flat-findings or --dialect real)",
                            "content": {"application/json": {}}}}
 
 
@@ -37,6 +38,9 @@ def page_body(issue_type: str, items: list[bytes], flat: bool) -> bytes:
     joined = b",".join(items)
     if flat:
         return b'{"findings":[' + joined + b"]}"
+    if issue_type == "ai_sast":
+        return (b'{"sastFindings":{"findings":[]},"scaFindings":{"findings":[]},"aiSastFindings":{"findings":['
+                + joined + b"]}}")
     if issue_type == "sca":
         return b'{"sastFindings":{"findings":[]},"scaFindings":{"findings":[' + joined + b"]}}"
     return b'{"sastFindings":{"findings":[' + joined + b']},"scaFindings":{"findings":[]}}'
@@ -81,4 +85,5 @@ def list_findings(
     filters.check_applicable(LISTING_ONLY_FOR)
     with emulator.transaction() as connection:
         items = emulator.listing.page(connection, filters, page, page_size)
-    return raw_json(page_body(issue_type, items, emulator.config.flat_findings))
+    config = emulator.config
+    return raw_json(page_body(issue_type, items, config.flat_findings or config.dialect == REAL))

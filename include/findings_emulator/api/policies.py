@@ -93,7 +93,8 @@ def update_rule_mode(policyId: str, body: PolicyUpdateBody,
             last_change_by=CHANGED_BY))
         row = connection.execute(select(schema.rules).where(match)).one()
     rule = _rule(row)
-    rule["vulnerabilityClass"] = (rule.get("vulnerabilityClass") or [""])[0]
+    if emulator.config.dialect != "real":  # the real service always sends a list
+        rule["vulnerabilityClass"] = (rule.get("vulnerabilityClass") or [""])[0]
     rule["hasValidators"] = False
     rule["secretType"] = ""
     return OrjsonResponse({"policyId": policyId, "updatedRule": rule})

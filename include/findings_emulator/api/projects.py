@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Body, Depends, Query
-from pydantic import StringConstraints
+from fastapi import APIRouter, Body, Depends, Query, Request
+from pydantic import BaseModel, StringConstraints, ValidationError
 from sqlalchemy import Connection, select, update
 
 from .. import schema, timefmt
+from ..dialect import REAL
 from ..errors import invalid, not_found
 from ..models import ManagedScanBody
 from ..responses import OrjsonResponse
@@ -21,6 +22,12 @@ from .deps import by_slug
 
 router = APIRouter()
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class TagsBody(BaseModel):
+    """Tags as the real service takes them: ``{"tags": [...]}`` (other keys, such as the path's, ignored)."""
+
+    tags: list[Tag]
 
 
 def render_project(row: Any) -> dict[str, Any]:
@@ -52,12 +59,17 @@ def _set(connection: Connection, name: str, **values: Any) -> OrjsonResponse:
             summary="List all projects")
 def list_projects(page: int = Query(0, ge=0, le=2**32 - 1), page_size: int = Query(100, ge=1, le=1000),
                   emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
-    """A page of projects by name; a page shorter than ``page_size`` is the last."""
+    """A page of projects by name; a page shorter than ``page_size`` is the last. The real dialect leaves
+    ``managed_scan_config`` out of list items."""
     repo = schema.repositories
     with emulator.transaction() as connection:
         rows = connection.execute(
             select(repo).order_by(repo.c.name).offset(page * page_size).limit(page_size)).all()
-    return OrjsonResponse({"projects": [render_project(row) for row in rows]})
+    projects = [render_project(row) for row in rows]
+    if emulator.config.dialect == REAL:
+        for project in projects:
+            del project["managed_scan_config"]
+    return OrjsonResponse({"projects": projects})
 
 
 @router.patch("/deployments/{deploymentSlug}/projects/{projectName:path}/managed-scan", name="managed_scan",
@@ -76,20 +88,41 @@ def set_managed_scan(projectName: str, body: ManagedScanBody,
 
 @router.put("/deployments/{deploymentSlug}/projects/{projectName:path}/tags", name="tags_add",
             operation_id="tags_add", summary="Add tags to project")
-def add_tags(projectName: str, tags: list[Tag] = Body(..., description="tags to add"),
+def add_tags(projectName: str,
+             tags: list[Tag] | TagsBody = Body(..., description="tags to add: a JSON array or {\"tags\": [...]}"),
              emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
-    """Add tags (a JSON array in the body); tags the project has already are kept once."""
+    """Add tags (a JSON array in the body, or the real service's ``{"tags": [...]}``); tags the project has
+    already are kept once."""
+    if isinstance(tags, TagsBody):
+        tags = tags.tags
     with emulator.transaction() as connection:
         current = orjson.loads(_project(connection, projectName).tags)
         merged = list(dict.fromkeys([*current, *tags]))
         return _set(connection, projectName, tags=orjson.dumps(merged).decode())
 
 
+async def _tags_in_body(request: Request) -> list[str]:
+    """Tags sent as a ``{"tags": [...]}`` DELETE body (as one sample client does); none when there is no body."""
+    raw = await request.body()
+    if not raw.strip():
+        return []
+    try:
+        return TagsBody.model_validate_json(raw).tags
+    except ValidationError as exc:
+        raise invalid("tags", "send tags as repeated query keys or a JSON body {\"tags\": [...]}") from exc
+
+
 @router.delete("/deployments/{deploymentSlug}/projects/{projectName:path}/tags", name="tags_remove",
                operation_id="tags_remove", summary="Remove tags from project")
-def remove_tags(projectName: str, tags: list[str] = Query(..., description="tags to remove, repeated keys"),
+def remove_tags(projectName: str,
+                tags: list[str] = Query([], description="tags to remove, repeated keys"),
+                body_tags: list[str] = Depends(_tags_in_body),
                 emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
-    """Remove tags given as repeated ``tags`` query keys; tags the project does not have are ignored."""
+    """Remove tags given as repeated ``tags`` query keys or in a ``{"tags": [...]}`` body; tags the project does
+    not have are ignored."""
+    tags = [*tags, *body_tags]
+    if not tags:
+        raise invalid("tags", "give the tags to remove as repeated query keys or a JSON body {\"tags\": [...]}")
     with emulator.transaction() as connection:
         current = orjson.loads(_project(connection, projectName).tags)
         kept = [tag for tag in current if tag not in set(tags)]

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends
 from sqlalchemy import and_, or_, select
 
 from .. import cursors, schema, timefmt
+from ..dialect import REAL
 from ..errors import invalid, not_found
 from ..models import ScanSearchBody
 from ..responses import OrjsonResponse
@@ -59,8 +60,8 @@ def search_scans(body: ScanSearchBody = Body(default_factory=ScanSearchBody),
         ).all()
     page = rows[: body.limit]
     cursor = cursors.encode(page[-1].started_at, page[-1].id) if len(rows) > body.limit else ""
-    deployment_id = emulator.config.deployment_id
-    return OrjsonResponse({"scans": [render_summary(row, deployment_id) for row in page], "cursor": cursor})
+    deployment_id, real = emulator.config.deployment_id, emulator.config.dialect == REAL
+    return OrjsonResponse({"scans": [render_summary(row, deployment_id, real) for row in page], "cursor": cursor})
 
 
 @router.get("/deployments/{deploymentId}/scan/{scanId}", name="scan_get", operation_id="scan_get",
@@ -74,4 +75,4 @@ def get_scan(scanId: int, emulator: Emulator = Depends(by_id)) -> OrjsonResponse
         row = connection.execute(select(schema.scans).where(schema.scans.c.id == scanId)).first()
     if row is None:
         raise not_found(f"scan {scanId}")
-    return OrjsonResponse(render_details(row, emulator.config.deployment_id))
+    return OrjsonResponse(render_details(row, emulator.config.deployment_id, emulator.config.dialect == REAL))

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 import orjson
 
 from .. import timefmt
-from ..rows import SAST_ID_BASE, SCA_ID_BASE, SECRETS_ID_BASE, STATE_OF_STATUS, FindingRow, multi
+from ..dialect import REAL, finding_to_real, rule_to_real
+from ..dialect import usage_location as real_usage_location
+from ..rows import AI_SAST_ID_BASE, SAST_ID_BASE, SCA_ID_BASE, SECRETS_ID_BASE, STATE_OF_STATUS, FindingRow, multi
 from . import vocabulary as vocab
 from .world import DAY, Advisory, CodeRule, Repository, World
 
@@ -102,8 +104,9 @@ class _Triage:
 class FindingFactory:
     """Generates the findings of one world; create once, then call :meth:`batches` per issue type."""
 
-    def __init__(self, world: World, seed: int) -> None:
+    def __init__(self, world: World, seed: int, dialect: str = "reference") -> None:
         self.world = world
+        self.real = dialect == REAL
         self.seed = seed
         self.now = world.now
         self.repos = world.repositories
@@ -114,14 +117,20 @@ class FindingFactory:
         self.rules_by_language: dict[str, list[int]] = {}
         for index, rule in enumerate(world.rules):
             self.rules_by_language.setdefault(rule.spec.language, []).append(index)
-        self.rule_frags = [_frag(self._rule_object(rule)) for rule in world.rules]
+        convert = rule_to_real if self.real else dict
+        self.rule_frags = [_frag(convert(self._rule_object(rule))) for rule in world.rules]
         self.category_frags = [_frag([rule.spec.category]) for rule in world.rules]
         self.assistant_frags = [
             [[_frag(self._assistant(rule, verdict, component)) for component in vocab.COMPONENTS]
              for verdict in VERDICTS]
             for rule in world.rules
         ]
-        self.sca_rule_frags = [_frag(self._sca_rule_object(a)) for a in world.advisories]
+        self.ai_rules = [(f"ai.detection.{name}", _frag(convert({
+            "category": "security", "confidence": "medium", "cweNames": [cwe], "message": impact,
+            "name": f"ai.detection.{name}", "owaspNames": ["A01:2021 - Broken Access Control"],
+            "subcategories": ["vuln"], "vulnerabilityClasses": [vulnerability_class]})), impact)
+            for name, vulnerability_class, cwe, impact in vocab.AI_DETECTIONS]
+        self.sca_rule_frags = [_frag(convert(self._sca_rule_object(a))) for a in world.advisories]
         self.scan_ids = {r.id: world.scan_ids_by_repo.get(r.id) or [0] for r in self.repos}
 
     @staticmethod
@@ -195,8 +204,10 @@ class FindingFactory:
 
     def batches(self, issue_type: str, count: int) -> Iterator[Batch]:
         """Yield (rows, bodies) batches of ``count`` findings of ``issue_type``."""
-        make = {"sast": self._sast_chunk, "sca": self._sca_chunk, "secrets": self._secrets_chunk}[issue_type]
-        base = {"sast": SAST_ID_BASE, "sca": SCA_ID_BASE, "secrets": SECRETS_ID_BASE}[issue_type]
+        make = {"sast": self._sast_chunk, "sca": self._sca_chunk, "secrets": self._secrets_chunk,
+                "ai_sast": self._ai_chunk}[issue_type]
+        base = {"sast": SAST_ID_BASE, "sca": SCA_ID_BASE, "secrets": SECRETS_ID_BASE,
+                "ai_sast": AI_SAST_ID_BASE}[issue_type]
         for chunk, start in enumerate(range(0, count, CHUNK)):
             yield make(Draw(f"{self.seed}:{issue_type}:{chunk}"), base + start, min(CHUNK, count - start))
 
@@ -240,13 +251,18 @@ class FindingFactory:
                                  "externalNoteId": rng.between(10000, 999999)}] if rng.random() < 0.1 else [],
         }, relevant
 
-    def _sast_chunk(self, rng: Draw, first_id: int, size: int) -> Batch:
+    def _ai_chunk(self, rng: Draw, first_id: int, size: int) -> Batch:
+        """AI-detected findings: code findings with an ``ai.detection.*`` rule and ``ai_impact``."""
+        return self._sast_chunk(rng, first_id, size, ai=True)
+
+    def _sast_chunk(self, rng: Draw, first_id: int, size: int, ai: bool = False) -> Batch:
         rows: list[FindingRow] = []
         bodies: list[tuple[int, bytes]] = []
         dumps = orjson.dumps
         for repo, refs, ids in self._groups(rng, first_id, size):
             candidates = self.rules_by_language.get(repo.language) or range(len(self.world.rules))
             rule_index = rng.pick(candidates)
+            ai_rule = rng.pick(self.ai_rules) if ai else None
             rule = self.world.rules[rule_index]
             spec = rule.spec
             triage = _Triage(rng)
@@ -277,20 +293,23 @@ class FindingFactory:
                 body["severity"] = spec.severity
                 body["confidence"] = spec.confidence
                 body["categories"] = self.category_frags[rule_index]
-                body["rule"] = self.rule_frags[rule_index]
-                body["rule_name"] = rule.path
+                body["rule"] = self.rule_frags[rule_index] if ai_rule is None else ai_rule[1]
+                body["rule_name"] = rule.path if ai_rule is None else ai_rule[0]
                 body["rule_message"] = spec.message
                 body["sourcing_policy"] = self.policy_frag
                 body["click_to_fix_prs"] = ctf_prs
                 body["click_to_fix_failures"] = ctf_failures
-                if assistant is not None:
-                    body["assistant"] = assistant
+                body["assistant"] = assistant  # null when the assistant is off, as the real service sends it
+                if ai_rule is not None:
+                    body["ai_impact"] = ai_rule[2]
+                if self.real:
+                    finding_to_real(body)
                 bodies.append((fid, dumps(body)))
                 rows.append(FindingRow(
-                    id=fid, issue_type="sast", relevant_since=relevant, repo_id=repo.id, repo_name=repo.name,
-                    ref=ref, is_primary=int(ref == repo.primary_branch), status=triage.status,
+                    id=fid, issue_type="ai_sast" if ai else "sast", relevant_since=relevant, repo_id=repo.id,
+                    repo_name=repo.name, ref=ref, is_primary=int(ref == repo.primary_branch), status=triage.status,
                     triage_state=triage.triage_state, triage_reason=triage.reason, severity=spec.severity,
-                    confidence=spec.confidence, rule_name=rule.path, match_based_id=match_based_id,
+                    confidence=spec.confidence, rule_name=body["rule_name"], match_based_id=match_based_id,
                     has_mates=mates, ticket_id=ticket["id"] if ticket else None, categories=categories,
                     autotriage_verdict=verdict, component_tag=component_tag, ctf_state=ctf_state, pro_rule=pro,
                     rulesets=rulesets))
@@ -342,6 +361,11 @@ class FindingFactory:
                                                if reachability == "conditionally_reachable" else "")
                 body["usage"] = {"location": usage_location, "external_ticket": ticket}
                 body["vulnerability_identifier"] = advisory.identifier
+                if self.real:
+                    body["usage"] = {"location": real_usage_location(
+                        usage_location, f"{repo.url}/blob/{repo.commits[ref]}/{usage_path}#L{usage_location['line']}"),
+                        "external_ticket": ticket}
+                    finding_to_real(body)
                 bodies.append((fid, dumps(body)))
                 rows.append(FindingRow(
                     id=fid, issue_type="sca", relevant_since=relevant, repo_id=repo.id, repo_name=repo.name,

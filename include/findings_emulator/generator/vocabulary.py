@@ -302,4 +302,13 @@ SECRET_TYPES = (
 )
 
 TICKET_PREFIX = "SEC"
+#: AI-detected findings (``issue_type=ai_sast``): rule name suffix, vulnerability class, CWE, ``ai_impact``.
+AI_DETECTIONS = (
+    ("idor", "Insecure Direct Object Reference", "CWE-639: Authorization Bypass Through User-Controlled Key",
+     "Any signed-in user can read or change another customer's records by changing the id in the request."),
+    ("missing-authorization", "Improper Authorization", "CWE-862: Missing Authorization",
+     "An unauthenticated caller can trigger an administrative action that should be limited to operators."),
+    ("business-logic", "Business Logic Flaw", "CWE-840: Business Logic Errors",
+     "A customer can apply the same discount code repeatedly and pay less than the order's price."),
+)
 TRACKER_URL = "https://tracker.example.com/browse"
