@@ -1,8 +1,9 @@
 """
 ### Findings extraction
 
-Pulls code (`sast`), supply-chain (`sca`) and, when asked, `secrets` findings into the warehouse table
-`findings`. Runs when scans completed (the `findings://warehouse/scans` Asset), daily, and on a manual trigger.
+Pulls code (`sast`), supply-chain (`sca`) and, when asked, AI (`ai_sast`) and `secrets` findings into the
+warehouse table `findings`. Runs when scans completed (the `findings://warehouse/scans` Asset), daily, and on a
+manual trigger.
 
 - **extract_findings**: for each issue type, an incremental pull by a watermark on `relevant_since` (starting
   `overlap_minutes` before it), `page_size` 3000, streamed page by page into the warehouse (one transaction per
@@ -22,7 +23,7 @@ Pulls code (`sast`), supply-chain (`sca`) and, when asked, `secrets` findings in
 
 **Params**
 
-- `issue_types` (list of `sast`, `sca`, `secrets`; default from `include/pipeline.yaml`): what to pull.
+- `issue_types` (list of `sast`, `sca`, `ai_sast`, `secrets`; default from `include/pipeline.yaml`): what to pull.
 - `full_refresh` (boolean, default false): pull everything, ignoring the watermark (reconciles status and triage
   changes of older findings).
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import FINDINGS, SCANS
+from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.config import load_pipeline_config
 from findings_provider.dag_defaults import conn_ids, dag_settings
 from findings_provider.operators.findings import (
@@ -53,11 +55,11 @@ with DAG(
         "issue_types": Param(
             [str(t) for t in CFG.issue_types],
             type="array",
-            items={"type": "string", "enum": ["sast", "sca", "secrets"]},
+            items={"type": "string", "enum": list(ISSUE_TYPES)},
             minItems=1,
             uniqueItems=True,
             title="Issue types",
-            description="Which findings to pull: sast (code), sca (supply chain), secrets.",
+            description="Which findings to pull: sast (code), sca (supply chain), ai_sast (AI), secrets.",
         ),
         "full_refresh": Param(
             False,

@@ -42,8 +42,16 @@ CONN_FIELDS = {
     },
     "tracker_project_field": {
         "label": "Tracker project field name",
-        "description": "Body field name of the issue-tracker project id in ticket creation.",
+        "description": "Body field name of the issue-tracker project id in ticket creation. The reference calls "
+        "it tracker_project_id; the real service names it after the tracker's brand plus _project_id "
+        "(e.g. jira_project_id).",
         "schema": {"type": ["string", "null"], "default": "tracker_project_id"},
+    },
+    "tags_body": {
+        "label": "Project tags body",
+        "description": "How adding project tags sends them: array (default, a bare JSON array as the reference "
+        'says) or object ({"tags": [...]}, as the real service takes it; removing tags then also sends that body).',
+        "schema": {"type": ["string", "null"], "enum": ["array", "object", None], "default": "array"},
     },
 }
 

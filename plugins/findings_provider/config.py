@@ -26,12 +26,13 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from findings_provider.client.canonical import canonical_enum
 from findings_provider.client.models import (
     AutotriageVerdict,
-    Exposure,
     FindingStatus,
     IssueType,
     PolicyMode,
+    Reachability,
     Severity,
     TriageReason,
     TriageState,
@@ -52,16 +53,34 @@ class _Strict(BaseModel):
 # --- selections from the warehouse ------------------------------------------------------------------------------
 
 
+#: Selector fields whose values are enums, with their kind in ``client.canonical.VOCABULARIES``.
+_SELECTOR_ENUMS = {
+    "status": "status", "autotriage_verdict": "verdict", "severity": "severity", "reachability": "reachability",
+}
+
+
 class FindingSelector(_Strict):
-    """Which warehouse findings a policy selects: every listed value set is matched with OR, fields with AND."""
+    """Which warehouse findings a policy selects: every listed value set is matched with OR, fields with AND.
+
+    Enum values take either dialect's spelling and are normalised to the canonical one the warehouse stores
+    (``always reachable`` -> ``always_reachable``, ``SEVERITY_HIGH`` -> ``high``, ``FINDING_STATUS_OPEN`` -> ``open``).
+    """
 
     status: list[FindingStatus] | None = None
     autotriage_verdict: list[AutotriageVerdict] | None = None
     severity: list[Severity] | None = None
-    reachability: list[Exposure] | None = None
+    reachability: list[Reachability] | None = None
     repository_name: list[str] | None = None
     rule_name: list[str] | None = None
     ref: list[str] | None = None
+
+    @field_validator(*_SELECTOR_ENUMS, mode="before")
+    @classmethod
+    def _canonical_spelling(cls, value: Any, info: ValidationInfo) -> Any:
+        kind = _SELECTOR_ENUMS[info.field_name or ""]
+        if isinstance(value, str):
+            value = [value]
+        return [canonical_enum(kind, v) for v in value] if isinstance(value, list) else value
 
     @model_serializer(mode="wrap")
     def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -121,6 +140,11 @@ class TriageSet(_Strict):
     triage_state: TriageState
     triage_reason: TriageReason | None = None
 
+    @field_validator("triage_state", "triage_reason", mode="before")
+    @classmethod
+    def _canonical_spelling(cls, value: Any, info: ValidationInfo) -> Any:
+        return canonical_enum(info.field_name or "", value)
+
 
 class TriagePolicy(_Policy):
     set: TriageSet
@@ -132,6 +156,13 @@ class TriagePolicy(_Policy):
 class TicketPolicy(_Policy):
     #: Above this many tickets in one run, a person approves first (or the run stops).
     max_tickets: int = Field(default=DEFAULT_MAX_TICKETS, ge=1)
+
+    @field_validator("issue_type")
+    @classmethod
+    def _ticketable(cls, value: Any) -> Any:
+        if str(value) == IssueType.AI_SAST.value:
+            raise ValueError("ticket creation takes issue_type sast, sca or secrets (no ai_sast tickets)")
+        return value
 
 
 # --- one section per DAG --------------------------------------------------------------------------------------

@@ -291,3 +291,29 @@ def test_to_iso_and_epoch() -> None:
     assert to_epoch_seconds(5) == 5.0
     with pytest.raises(ValueError, match="not a timestamp"):
         to_iso("")
+
+
+def test_finding_in_either_key_style_has_the_reference_spelling() -> None:
+    from findings_provider.client.models import Finding
+
+    snake = Finding.model_validate({
+        "id": "5", "location": {"file_path": "a.py", "end_line": 3, "end_column": 4},
+        "external_ticket": {"id": "7", "external_slug": "T-7", "linked_issue_ids": ["5"]},
+        "rule": {"cwe_names": ["CWE-1"], "owasp_names": None, "vulnerability_classes": "X"},
+        "review_comments": [{"external_discussion_id": "d", "external_note_id": 3}],
+    })
+    assert (snake.id, snake.location.filePath, snake.location.endLine, snake.location.endColumn) == (5, "a.py", 3, 4)
+    assert (snake.external_ticket.externalSlug, snake.external_ticket.linkedIssueIds, snake.ticket_id) == (
+        "T-7", [5], 7)
+    assert (snake.rule.cweNames, snake.rule.owaspNames, snake.rule.vulnerabilityClasses) == (["CWE-1"], [], ["X"])
+    assert snake.review_comments[0].externalNoteId == "3"
+
+
+def test_finding_enums_are_canonical_and_unknown_ones_kept() -> None:
+    from findings_provider.client.models import Finding
+
+    f = Finding.model_validate({"id": 1, "severity": "SEVERITY_CRITICAL", "reachability": "conditionally reachable",
+                                "triage_state": "provisionally_ignored", "status": "brand_new_status",
+                                "assistant": {"autotriage": {"verdict": "VERDICT_TRUE_POSITIVE"}}})
+    assert (f.severity, f.reachability, f.triage_state, f.status, f.autotriage_verdict) == (
+        "critical", "conditionally_reachable", "provisionally_ignored", "brand_new_status", "true_positive")

@@ -84,7 +84,9 @@ def check_dependencies(page: Any) -> None:
         ("d1", "lodash", "4.17.21"),
         ("d2", "left-pad", "1.3.0"),
     ]
-    assert page.items[0].model_extra == {"ecosystem": "npm"}
+    assert page.items[0].ecosystem == "npm"
+    assert page.items[0].model_extra == {}
+    assert [d.key for d in page.items] == ["d1", "d2"]  # the service's id, when it sends one
     assert page.cursor == "8"
     assert page.hasMore is True
 

@@ -128,3 +128,53 @@ def test_report_has_licence_and_widespread_tables_and_charts(emulator, tmp_path:
     widespread_csv = next(v for k, v in result["report"]["csv"].items() if k.startswith("most widespread"))
     first = Path(widespread_csv).read_text().splitlines()[1]
     assert int(first.split(",")[1]) == max(repos_per_name.values())
+
+
+# --- the real service's dialect ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_emulator():
+    """An emulator speaking the real service's dialect (dependencies without ids, digit-string cursors)."""
+    from findings_emulator.testing import EmulatorProcess
+
+    with EmulatorProcess(findings=50, dialect="real") as emu:
+        yield emu
+
+
+def test_a_real_dialect_inventory_loads_completely(real_emulator, warehouse, warehouse_path, monkeypatch, tmp_path):
+    from findings_provider.client.dependency_identity import dependency_key
+
+    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", real_emulator.connection_json(max_retries=0))
+    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
+    ti = FakeTaskInstance()
+
+    deps = run_operator(ExtractDependenciesOperator(task_id="deps", page_size=120), ti)
+    repos = run_operator(ExtractDependencyRepositoriesOperator(task_id="repos", page_size=5), ti)
+    result = run_operator(DependencyReportOperator(task_id="report", report_dir=str(tmp_path)), ti)
+
+    served_deps = served(real_emulator, "dependencies", "dependencies")
+    assert served_deps
+    assert all("id" not in d for d in served_deps)  # the dialect under test
+    # entries sharing the canonical key (the same package and version in the same lockfile) are one dependency:
+    # the last one received wins, as in any upsert
+    by_key = {
+        dependency_key(
+            d["repositoryId"],
+            d["definedAt"]["path"],
+            d["ecosystem"],
+            d["package"]["name"],
+            d["package"]["versionSpecifier"],
+        ): d
+        for d in served_deps
+    }
+    expected = {
+        (key, d["package"]["name"], d["package"]["versionSpecifier"], d["repositoryId"]) for key, d in by_key.items()
+    }
+    assert stored(warehouse, dependencies, "id", "name", "version", "repository_id") == expected
+    assert deps["dependencies"] == len(expected)
+    assert repos["repositories"] == len(served(real_emulator, "dependencies/repositories", "repositorySummaries"))
+    licences = Counter(lic for d in by_key.values() for lic in d["licenses"])
+    top_licence, top_count = licences.most_common(1)[0]
+    csv_text = Path(result["report"]["csv"]["dependencies per licence"]).read_text().splitlines()
+    assert csv_text[1].startswith(f"{top_licence},{top_count},")

@@ -177,6 +177,8 @@ def test_insecure_http_needs_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"max_response_bytes": "1.5GB"}, ["'max_response_bytes'", "'1.5GB'"]),
         ({"total_timeout": "0"}, ["total_timeout", "positive"]),
         ({"deployment_id": "acme"}, ["deployment_id", "'acme'"]),
+        ({"tags_body": "json"}, ["'tags_body'", "'json'", "'array'", "'object'"]),
+        ({"tags_body": ["tags"]}, ["'tags_body'", "['tags']", "'array'", "'object'"]),
     ],
 )
 def test_bad_extras_are_clear_errors(monkeypatch: pytest.MonkeyPatch, extra: dict, fragments: list) -> None:
@@ -188,6 +190,57 @@ def test_bad_extras_are_clear_errors(monkeypatch: pytest.MonkeyPatch, extra: dic
     ok, message = FindingsApiHook().test_connection()
     assert ok is False
     assert all(fragment in message for fragment in fragments)
+
+
+def test_tags_body_defaults_to_the_reference_array(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch)
+    assert FindingsApiHook().client.tags_body == "array"
+    set_connection(monkeypatch, extra={"tags_body": ""})
+    assert FindingsApiHook().client.tags_body == "array"
+
+
+@pytest.mark.parametrize(
+    ("value", "body"),
+    [
+        ("array", ["team-a", "prod"]),
+        ("object", {"tags": ["team-a", "prod"]}),
+        (" Object ", {"tags": ["team-a", "prod"]}),
+    ],
+)
+def test_tags_body_option_shapes_the_add_tags_body(monkeypatch: pytest.MonkeyPatch, value: str, body: Any) -> None:
+    requests: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, json={"project": {"id": 31, "name": "org/repo", "tags": ["team-a", "prod"]}})
+
+    monkeypatch.setattr(
+        findings_api,
+        "FindingsClient",
+        functools.partial(FindingsClient, transport=httpx.MockTransport(answer), retry_policy=FAST),
+    )
+    set_connection(monkeypatch, extra={"tags_body": value})
+    hook = FindingsApiHook()
+    try:
+        project = hook.client.add_project_tags("org/repo", ["team-a", "prod"])
+    finally:
+        hook.close()
+    assert project.tags == ["team-a", "prod"]
+    [request] = requests
+    assert (request.method, request.url.path) == ("PUT", "/api/v1/deployments/acme/projects/org/repo/tags")
+    assert json.loads(request.content) == body
+
+
+def test_tags_body_and_tracker_field_are_in_the_connection_form() -> None:
+    from findings_provider import CONN_FIELDS
+
+    tags = CONN_FIELDS["tags_body"]
+    assert tags["schema"]["default"] == "array"
+    assert {"array", "object"} <= set(tags["schema"]["enum"])
+    assert '{"tags": [...]}' in tags["description"]
+    tracker = CONN_FIELDS["tracker_project_field"]["description"]
+    assert "_project_id" in tracker
+    assert "jira_project_id" in tracker
 
 
 def test_missing_host(monkeypatch: pytest.MonkeyPatch) -> None:

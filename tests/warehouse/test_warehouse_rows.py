@@ -392,3 +392,53 @@ def test_dependency_licences_as_a_list_are_kept():
     assert row[DEPENDENCY_COLUMNS.index("license")] == "MIT, Apache-2.0"
     (row,) = dependency_rows([{"id": "d2", "name": "x", "license": "BSD-3-Clause"}])
     assert row[DEPENDENCY_COLUMNS.index("license")] == "BSD-3-Clause"
+
+
+# A secret in the real service's dialect (api-notes): proto-JSON, camelCase, PREFIX_VALUE enums, digit-string ids.
+SECRET_REAL = {
+    "id": "691234",
+    "type": "AWS access key",
+    "findingPath": "config/aws.py:3",
+    "ref": "refs/heads/main",
+    "createdAt": "2024-07-11T20:46:25.269650Z",
+    "repository": {"name": "acme/infra", "visibility": "REPOSITORY_VISIBILITY_PRIVATE"},
+    "externalTicket": {"id": "12", "externalSlug": "SEC-12"},
+    "severity": "SEVERITY_HIGH",
+    "confidence": "CONFIDENCE_LOW",
+    "status": "FINDING_STATUS_OPEN",
+    "validationState": "VALIDATION_STATE_CONFIRMED_VALID",
+    "autotriage": {"verdict": "VERDICT_FALSE_POSITIVE"},
+}
+
+
+def test_real_dialect_secret_maps_to_canonical_columns():
+    row = as_dict(finding_row_from_dict("secrets", SECRET_REAL))
+    raw = row.pop("raw")
+    assert orjson.loads(raw) == SECRET_REAL  # as received
+    assert row == {
+        "issue_type": "secrets", "id": 691234, "repository_name": "acme/infra", "ref": "refs/heads/main",
+        "rule_name": "AWS access key", "severity": "high", "confidence": "low", "status": "open",
+        "triage_state": None, "triage_reason": None, "autotriage_verdict": "false_positive",
+        "reachability": None, "match_based_id": None, "relevant_since": "2024-07-11 20:46:25.269650+00:00",
+        "external_ticket_id": 12, "first_seen_scan_id": None,
+    }
+
+
+@pytest.mark.parametrize("spelling", ["always reachable", "always_reachable", "ALWAYS_REACHABLE"])
+def test_reachability_in_any_spelling_is_stored_canonical(spelling):
+    assert as_dict(finding_row_from_dict("sca", {**SCA, "reachability": spelling}))["reachability"] == (
+        "always_reachable")
+
+
+def test_real_dialect_code_finding_snake_case_ticket_and_new_vocabularies():
+    finding = {**orjson.loads(SAST), "external_ticket": {"id": 5, "external_slug": "S-5", "linked_issue_ids": [9001]},
+               "status": "provisionally_ignored", "triage_reason": "duplicate"}
+    for issue_type in ("sast", "ai_sast"):
+        row = as_dict(finding_rows(issue_type, [msgspec.Raw(orjson.dumps(finding))])[0])
+        assert (row["issue_type"], row["external_ticket_id"], row["status"], row["triage_reason"]) == (
+            issue_type, 5, "provisionally_ignored", "duplicate")
+
+
+def test_unknown_enum_value_is_stored_as_received():
+    row = as_dict(finding_row_from_dict("secrets", {**SECRET_REAL, "validationState": "x", "status": "NEW_ONE"}))
+    assert row["status"] == "NEW_ONE"

@@ -184,6 +184,7 @@ class _BaseClient:
         max_retry_seconds: float = 120.0,
         allow_insecure_http: bool = False,
         tracker_project_field: str = "tracker_project_id",
+        tags_body: str = "array",
         transport: Any = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
@@ -202,6 +203,12 @@ class _BaseClient:
             raise ConfigurationError(f"deployment_id {self.deployment_id!r} must be digits")
         self.deployment_slug = deployment_slug or None
         self.tracker_project_field = tracker_project_field
+        if tags_body not in rq.TAGS_BODY_FORMS:
+            raise ConfigurationError(
+                f"tags_body {tags_body!r} is not allowed; expected 'array' (a bare JSON array, as the reference "
+                "says) or 'object' ({\"tags\": [...]}, as the real service takes it)"
+            )
+        self.tags_body = tags_body
         self.retry_policy = retry_policy or RetryPolicy(
             max_retries=max_retries, max_total_seconds=max_retry_seconds
         )
@@ -610,14 +617,18 @@ class _Operations(_BaseClient):
     def add_project_tags(self, project_name: str, tags: Iterable[str]):
         """Add tags to a project (4.12); returns the project."""
         q = rq.validate(rq.Tags, "add project tags", project_name=project_name, tags=list(tags))
-        call = Call(ENDPOINTS["tags_add"], {"project_name": q.project_name}, json=q.tags)
+        call = Call(ENDPOINTS["tags_add"], {"project_name": q.project_name}, json=q.add_body(self.tags_body))
         return self._call(call, post=lambda r: r.project)
 
     def remove_project_tags(self, project_name: str, tags: Iterable[str]):
-        """Remove tags from a project (4.13); returns the project."""
+        """Remove tags from a project (4.13); returns the project. The tags go as repeated ``tags`` query keys; with
+        ``tags_body="object"`` also as a ``{"tags": [...]}`` body."""
         q = rq.validate(rq.Tags, "remove project tags", project_name=project_name, tags=list(tags))
         call = Call(
-            ENDPOINTS["tags_remove"], {"project_name": q.project_name}, params=[("tags", t) for t in q.tags]
+            ENDPOINTS["tags_remove"],
+            {"project_name": q.project_name},
+            params=[("tags", t) for t in q.tags],
+            json=q.remove_body(self.tags_body),
         )
         return self._call(call, post=lambda r: r.project)
 

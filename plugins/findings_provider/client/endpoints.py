@@ -173,10 +173,16 @@ class RawFindingsEnvelope(msgspec.Struct, forbid_unknown_fields=False):
 
 
 class RawFindingsPage(msgspec.Struct, forbid_unknown_fields=False):
-    """A page of findings whose items stay undecoded (``msgspec.Raw``: the exact bytes of each finding)."""
+    """A page of findings whose items stay undecoded (``msgspec.Raw``: the exact bytes of each finding).
+
+    Either envelope (api-notes): a flat ``findings`` list (the real service; also secrets, with ``cursor``) or
+    per-type objects ``sastFindings``/``scaFindings``/``aiSastFindings`` each holding ``findings``. The items are
+    turned into canonical rows by ``warehouse.rows.finding_rows`` (the table of ``client.canonical``).
+    """
 
     sastFindings: RawFindingsEnvelope | None = None
     scaFindings: RawFindingsEnvelope | None = None
+    aiSastFindings: RawFindingsEnvelope | None = None
     findings: list[msgspec.Raw] | None = None
     secrets: list[msgspec.Raw] | None = None
     items_: list[msgspec.Raw] | None = msgspec.field(default=None, name="items")
@@ -189,7 +195,7 @@ class RawFindingsPage(msgspec.Struct, forbid_unknown_fields=False):
             if flat is not None:
                 return flat
         out: list[msgspec.Raw] = []
-        for part in (self.sastFindings, self.scaFindings):
+        for part in (self.sastFindings, self.scaFindings, self.aiSastFindings):
             if part is not None:
                 out.extend(part.findings)
         return out

@@ -10,8 +10,10 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from findings_provider.client import canonical
+from findings_provider.client.dependency_identity import canonical_transitivity, dependency_key, licence_list
 from findings_provider.client.timeutil import parse_timestamp
 
 
@@ -23,8 +25,11 @@ class StrEnum(str, Enum):
 
 
 class IssueType(StrEnum):
+    """The issue types of ``canonical.ISSUE_TYPES`` (checked by a test): code, supply chain, AI, secrets."""
+
     SAST = "sast"
     SCA = "sca"
+    AI_SAST = "ai_sast"
     SECRETS = "secrets"
 
 
@@ -34,6 +39,7 @@ class FindingStatus(StrEnum):
     IGNORED = "ignored"
     REVIEWING = "reviewing"
     FIXING = "fixing"
+    PROVISIONALLY_IGNORED = "provisionally_ignored"
 
 
 class Severity(StrEnum):
@@ -56,6 +62,7 @@ class TriageState(StrEnum):
     REVIEWING = "reviewing"
     FIXING = "fixing"
     REOPENED = "reopened"
+    PROVISIONALLY_IGNORED = "provisionally_ignored"
 
 
 class TriageReason(StrEnum):
@@ -63,11 +70,32 @@ class TriageReason(StrEnum):
     FALSE_POSITIVE = "false_positive"
     NO_TIME = "no_time"
     NO_TRIAGE_REASON = "no_triage_reason"
+    DUPLICATE = "duplicate"
 
 
 class AutotriageVerdict(StrEnum):
     TRUE_POSITIVE = "true_positive"
     FALSE_POSITIVE = "false_positive"
+
+
+class ValidationState(StrEnum):
+    """Whether a secret was found to work (real dialect ``VALIDATION_STATE_*``)."""
+
+    CONFIRMED_VALID = "confirmed_valid"
+    CONFIRMED_INVALID = "confirmed_invalid"
+    VALIDATION_ERROR = "validation_error"
+    NO_VALIDATOR = "no_validator"
+
+
+class Reachability(StrEnum):
+    """Canonical ``reachability`` of a supply-chain finding: the ``exposures`` filter's words (the real service
+    sends ``always reachable``, ..., and ``no reachability analysis`` for ``unknown``)."""
+
+    REACHABLE = "reachable"
+    ALWAYS_REACHABLE = "always_reachable"
+    CONDITIONALLY_REACHABLE = "conditionally_reachable"
+    UNREACHABLE = "unreachable"
+    UNKNOWN = "unknown"
 
 
 class PolicyMode(StrEnum):
@@ -228,10 +256,89 @@ class DeploymentsResponse(ApiModel):
 # --- dependencies ---------------------------------------------------------------------------------------------
 
 
+class PackageRef(ApiModel):
+    """The package of a dependency as the real service sends it."""
+
+    name: str | None = None
+    versionSpecifier: str | None = None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class CodeLocation(ApiModel):
+    """Where a dependency is defined (real service): lines and columns arrive as digit strings."""
+
+    path: str | None = None
+    url: str | None = None
+    committedAt: Timestamp = None
+    startLine: Int | None = None
+    endLine: Int | None = None
+    startCol: Int | None = None
+    endCol: Int | None = None
+
+    @model_validator(mode="after")
+    def _unset_epoch(self) -> CodeLocation:
+        if self.committedAt == _EPOCH:  # the service's placeholder for "not set"
+            self.committedAt = None
+        return self
+
+
 class Dependency(ApiModel):
+    """A dependency in either dialect, with the same canonical values.
+
+    The reference sends ``id``, ``name``, ``version``; the real service sends no id and no top-level name or version
+    but ``repositoryId`` (digit string), ``package {name, versionSpecifier}``, ``ecosystem``, ``transitivity`` (upper
+    case), ``licenses`` and ``definedAt``/``manifestDefinition`` locations. ``name`` and ``version`` are filled from
+    ``package``, ``licenses`` from a ``license`` field, ``transitivity`` is lower case (``direct``, ``transitive``,
+    ``unknown``); ``key`` is ``id`` or, without one, the canonical key of ``dependency_identity``.
+    """
+
     id: IdStr | None = None
     name: str | None = None
     version: str | None = None
+    package: PackageRef | str | None = None
+    ecosystem: str | None = None
+    transitivity: Annotated[str | None, BeforeValidator(canonical_transitivity)] = None
+    licenses: Annotated[list[str], BeforeValidator(licence_list)] = Field(default_factory=list)
+    repositoryId: IdStr | None = None
+    lockfilePath: str | None = None
+    definedAt: CodeLocation | None = None
+    manifestDefinition: CodeLocation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        package = data.get("package")
+        if isinstance(package, dict):
+            if data.get("name") is None and package.get("name") is not None:
+                data["name"] = package["name"]
+            if data.get("version") is None and package.get("versionSpecifier") is not None:
+                data["version"] = package["versionSpecifier"]
+        elif isinstance(package, str) and data.get("name") is None:
+            data["name"] = package
+        if data.get("licenses") is None and data.get("license") is not None:
+            data["licenses"] = data["license"]
+        if data.get("repositoryId") is None and data.get("repository_id") is not None:
+            data["repositoryId"] = data["repository_id"]
+        if data.get("lockfilePath") is None and data.get("lockfile_path") is not None:
+            data["lockfilePath"] = data["lockfile_path"]
+        return data
+
+    @property
+    def lockfile_path(self) -> str | None:
+        """``lockfilePath``, else the path of ``definedAt`` (real service)."""
+        return self.lockfilePath or (self.definedAt.path if self.definedAt else None)
+
+    @property
+    def key(self) -> str | None:
+        """The id the warehouse stores: ``id`` when sent, else the canonical key (None without repository or name)."""
+        if self.id is not None:
+            return self.id
+        return dependency_key(self.repositoryId, self.lockfile_path, self.ecosystem, self.name, self.version)
 
 
 class DependenciesPage(ApiModel):
@@ -420,19 +527,41 @@ class UpdatePolicyResponse(ApiModel):
 # --- findings -----------------------------------------------------------------------------------------------
 
 
+def _either(*names: str) -> Any:
+    """A field read from any of ``names`` (the canonical, reference spelling first)."""
+    return Field(default=None, validation_alias=AliasChoices(*names))
+
+
 class Location(ApiModel):
-    filePath: str | None = None
+    """Canonical keys are the reference's (camelCase); the real dialect's snake_case is read too."""
+
+    filePath: str | None = _either("filePath", "file_path")
     line: Int | None = None
     column: Int | None = None
-    endLine: Int | None = None
-    endColumn: Int | None = None
+    endLine: Int | None = _either("endLine", "end_line")
+    endColumn: Int | None = _either("endColumn", "end_column")
 
 
 class ExternalTicket(ApiModel):
     id: Int | None = None
-    externalSlug: str | None = None
+    externalSlug: str | None = _either("externalSlug", "external_slug")
     url: str | None = None
-    linkedIssueIds: list[Int] = Field(default_factory=list)
+    linkedIssueIds: list[Int] = Field(
+        default_factory=list, validation_alias=AliasChoices("linkedIssueIds", "linked_issue_ids")
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null_list(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("linkedIssueIds", data.get("linked_issue_ids", [])) is None:
+            data = {k: v for k, v in data.items() if k not in ("linkedIssueIds", "linked_issue_ids")}
+        return data
+
+
+class ReviewComment(ApiModel):
+    externalDiscussionId: IdStr | None = _either("externalDiscussionId", "external_discussion_id")
+    #: A string in the schema, an integer in one client: canonical is the string.
+    externalNoteId: IdStr | None = _either("externalNoteId", "external_note_id")
 
 
 class Repository(ApiModel):
@@ -440,19 +569,29 @@ class Repository(ApiModel):
     url: str | None = None
 
 
+def _strs(value: Any) -> Any:
+    return [] if value is None else _as_list(value)
+
+
 class FindingRule(ApiModel):
     name: str | None = None
     message: str | None = None
     category: str | None = None
-    confidence: str | None = None
-    cweNames: StrList = Field(default_factory=list)
-    owaspNames: StrList = Field(default_factory=list)
+    confidence: Annotated[str | None, BeforeValidator(lambda v: canonical.enum_value("confidence", v))] = None
+    cweNames: Annotated[list[str], BeforeValidator(_strs)] = Field(
+        default_factory=list, validation_alias=AliasChoices("cweNames", "cwe_names")
+    )
+    owaspNames: Annotated[list[str], BeforeValidator(_strs)] = Field(
+        default_factory=list, validation_alias=AliasChoices("owaspNames", "owasp_names")
+    )
     subcategories: StrList = Field(default_factory=list)
-    vulnerabilityClasses: StrList = Field(default_factory=list)
+    vulnerabilityClasses: Annotated[list[str], BeforeValidator(_strs)] = Field(
+        default_factory=list, validation_alias=AliasChoices("vulnerabilityClasses", "vulnerability_classes")
+    )
 
 
 class Autotriage(ApiModel):
-    verdict: str | None = None
+    verdict: Annotated[str | None, BeforeValidator(lambda v: canonical.enum_value("verdict", v))] = None
     reason: str | None = None
 
 
@@ -464,24 +603,42 @@ class Assistant(ApiModel):
     rule_explanation: dict[str, Any] | None = None
 
 
+#: Finding attributes that hold the canonical value of ``canonical.FINDING_FIELDS`` of the same name.
+_CANONICAL_ATTRIBUTES = (
+    "id", "repository_name", "ref", "rule_name", "severity", "confidence", "status", "triage_state",
+    "triage_reason", "autotriage_verdict", "reachability", "match_based_id", "relevant_since",
+    "external_ticket_id", "first_seen_scan_id", "validation_state", "path",
+)
+
+
 class Finding(ApiModel):
-    """A code, supply-chain or secrets finding: the common fields plus every type-specific one (optional)."""
+    """A code, supply-chain, AI or secrets finding in canonical form, from either dialect (docs/canonical.md).
+
+    The canonical fields (``_CANONICAL_ATTRIBUTES``) are read through ``canonical.FINDING_FIELDS``, the table the
+    warehouse's row path reads too: enums in their canonical spelling (an unknown value kept as received), ids as
+    integers, timestamps aware UTC. Sub-objects take either key style and keep the reference's spelling.
+    """
 
     id: Int
     categories: StrList = Field(default_factory=list)
     confidence: str | None = None
     severity: str | None = None
-    created_at: Timestamp = None
+    created_at: Timestamp = _either("created_at", "createdAt")
+    updated_at: Timestamp = _either("updated_at", "updatedAt")
     relevant_since: Timestamp = None
     first_seen_scan_id: Int | None = None
     match_based_id: str | None = None
     syntactic_id: str | None = None
     ref: str | None = None
     repository: Repository | None = None
+    repository_name: str | None = None
     location: Location | None = None
     line_of_code_url: str | None = None
-    external_ticket: ExternalTicket | None = None
-    review_comments: list[dict[str, Any]] = Field(default_factory=list)
+    external_ticket: ExternalTicket | None = _either("external_ticket", "externalTicket")
+    external_ticket_id: Int | None = None
+    review_comments: list[ReviewComment] = Field(
+        default_factory=list, validation_alias=AliasChoices("review_comments", "reviewComments")
+    )
     rule: FindingRule | None = None
     rule_name: str | None = None
     rule_message: str | None = None
@@ -492,11 +649,13 @@ class Finding(ApiModel):
     triage_reason: str | None = None
     triage_comment: str | None = None
     triaged_at: Timestamp = None
-    # code (sast)
+    autotriage_verdict: str | None = None
+    # code (sast) and AI (ai_sast)
     sourcing_policy: dict[str, Any] | None = None
     click_to_fix_prs: list[dict[str, Any]] = Field(default_factory=list)
     click_to_fix_failures: list[dict[str, Any]] = Field(default_factory=list)
     assistant: Assistant | None = None
+    ai_impact: str | None = None
     # supply chain (sca)
     epss_score: dict[str, Any] | None = None
     fix_recommendations: list[dict[str, Any]] = Field(default_factory=list)
@@ -506,16 +665,31 @@ class Finding(ApiModel):
     reachable_condition: str | None = None
     usage: dict[str, Any] | None = None
     vulnerability_identifier: str | None = None
+    # secrets
+    validation_state: str | None = None
+    path: str | None = None
+    autotriage: Autotriage | None = None
 
-    @property
-    def autotriage_verdict(self) -> str | None:
-        if self.assistant and self.assistant.autotriage:
-            return self.assistant.autotriage.verdict
-        return None
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        values = canonical.source_values(data)
+        out = {k: v for k, v in data.items() if k not in ("validationState", "findingPath")}
+        for name in _CANONICAL_ATTRIBUTES:
+            if values[name] is not None or name in out:
+                out[name] = values[name] if values[name] is not None else out[name]
+        for key in ("review_comments", "reviewComments", "categories", "click_to_fix_prs",
+                    "click_to_fix_failures", "fix_recommendations"):
+            if key in out and out[key] is None:
+                del out[key]
+        return out
 
     @property
     def ticket_id(self) -> int | None:
-        return self.external_ticket.id if self.external_ticket else None
+        """The finding's external ticket id (also the one under ``usage`` of a supply-chain finding)."""
+        return self.external_ticket_id
 
 
 class FindingsList(ApiModel):
@@ -523,10 +697,12 @@ class FindingsList(ApiModel):
 
 
 class FindingsPage(ApiModel):
-    """A page of findings in either shape: per-type objects (the reference) or a flat ``findings`` list."""
+    """A page of findings in either shape: a flat ``findings`` list (the real service) or per-type objects
+    (``sastFindings``, ``scaFindings``, ``aiSastFindings``: the reference and older docs)."""
 
     sastFindings: FindingsList | None = None
     scaFindings: FindingsList | None = None
+    aiSastFindings: FindingsList | None = None
     flat: list[Finding] | None = Field(default=None, alias="findings")
 
     @property
@@ -534,7 +710,7 @@ class FindingsPage(ApiModel):
         if self.flat is not None:
             return self.flat
         out: list[Finding] = []
-        for part in (self.sastFindings, self.scaFindings):
+        for part in (self.sastFindings, self.scaFindings, self.aiSastFindings):
             if part is not None:
                 out.extend(part.findings)
         return out

@@ -14,6 +14,7 @@ import pydantic
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -114,7 +115,8 @@ SCA_ONLY_FILTERS = ("exposures", "transitivities", "is_malicious")
 class FindingsQuery(RequestModel):
     """Query of ``GET .../findings``: validation of section 8 and of the per-type filters."""
 
-    issue_type: Literal["sast", "sca"] = "sast"
+    #: ``ai_sast`` (AI-detected code findings) takes the code filters.
+    issue_type: Literal["sast", "sca", "ai_sast"] = "sast"
     since: float | None = None
     page: UInt32 = 0
     page_size: int = Field(default=100, ge=100, le=3000)
@@ -143,12 +145,13 @@ class FindingsQuery(RequestModel):
 
     @model_validator(mode="after")
     def _per_type_filters(self) -> FindingsQuery:
-        wrong = SCA_ONLY_FILTERS if self.issue_type == "sast" else SAST_ONLY_FILTERS
+        code = self.issue_type != "sca"
+        wrong = SCA_ONLY_FILTERS if code else SAST_ONLY_FILTERS
         for name in wrong:
             if getattr(self, name) is not None:
                 raise ValueError(
                     f"filter '{name}' applies only to issue_type "
-                    f"'{'sca' if self.issue_type == 'sast' else 'sast'}', not '{self.issue_type}'"
+                    f"'{'sca' if code else 'sast'}', not '{self.issue_type}'"
                 )
         return self
 
@@ -355,12 +358,31 @@ class PackageFilter(RequestModel):
     versionUpperBound: str | None = None
 
 
+def _transitivities(value: Any) -> Any:
+    """``direct``/``transitive``/``unknown`` in either case -> the dependencies endpoint's upper-case values."""
+    if isinstance(value, (list, tuple)):
+        upper = {"unknown": "UNKNOWN_TRANSITIVITY"}
+        return [upper.get(v.lower(), v.upper()) if isinstance(v, str) else v for v in value]
+    return value
+
+
 class DependencyFilter(RequestModel):
+    """The ``dependencyFilter`` of the dependency endpoints (reference 2.3, plus the real service's fields)."""
+
+    ecosystem: list[NonEmptyStr] | None = None
+    includeArchived: bool | None = None
     license: list[NonEmptyStr] | None = None
+    licensePolicySettings: list[NonEmptyStr] | None = None
     lockfilePath: str | None = None
     name: str | None = None
     packageFilters: list[PackageFilter] | None = None
     repositoryId: list[int] | None = None
+    transitivity: (
+        Annotated[
+            list[Literal["DIRECT", "TRANSITIVE", "UNKNOWN_TRANSITIVITY"]], BeforeValidator(_transitivities)
+        ]
+        | None
+    ) = None
     version: str | None = None
 
 
@@ -413,9 +435,23 @@ class ManagedScanUpdate(RequestModel):
         return self
 
 
+#: How a tags body is sent: ``array`` (the reference: a bare JSON array) or ``object`` (the real service:
+#: ``{"tags": [...]}``).
+TAGS_BODY_FORMS = ("array", "object")
+
+
 class Tags(RequestModel):
     project_name: ProjectName
     tags: list[NonEmptyStr] = Field(min_length=1)
+
+    def add_body(self, form: str) -> list[str] | dict[str, list[str]]:
+        """The body of add-tags: a bare array (reference) or ``{"tags": [...]}`` (real service)."""
+        return {"tags": list(self.tags)} if form == "object" else list(self.tags)
+
+    def remove_body(self, form: str) -> dict[str, list[str]] | None:
+        """The body of remove-tags: none (reference: query keys only), or ``{"tags": [...]}`` besides the query
+        keys (the real service documents the query keys; one of its clients sends this body)."""
+        return {"tags": list(self.tags)} if form == "object" else None
 
 
 class ProjectsQuery(RequestModel):

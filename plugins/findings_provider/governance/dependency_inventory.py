@@ -2,6 +2,9 @@
 
 Both pulls are complete on every run (mixed cursor pagination, the cursor and page size in the JSON body);
 rows the API no longer serves are removed afterwards, so the tables mirror the (filtered) inventory.
+
+Dependencies arrive in the reference's shape (with ``id``) or the real service's (no id): a row's ``id`` is the
+service's id or the canonical key of :mod:`findings_provider.client.dependency_identity`.
 """
 
 from __future__ import annotations
@@ -106,8 +109,12 @@ def extract_repositories(
 
 
 def _licences(column: str | None) -> list[str]:
-    """Licences of one dependency from the ``license`` column (several are joined with ``, `` by the row builder)."""
-    parts = [part.strip() for part in (column or "").split(",") if part.strip()]
+    """Licences of one dependency from the ``license`` column (several are joined with ``, `` by the row builder).
+
+    A NULL column (no licence sent, or an empty list) reads as NaN in the frame: the dependency counts under
+    ``(unknown)``."""
+    text = column if isinstance(column, str) else ""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
     return parts or [UNKNOWN_LICENCE]
 
 

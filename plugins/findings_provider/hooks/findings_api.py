@@ -15,6 +15,7 @@ from findings_provider.client import (
     NotFoundError,
     check_token,
 )
+from findings_provider.client.requests import TAGS_BODY_FORMS
 from findings_provider.values import as_bool
 
 CONNECTION_TYPE = "findings_api"
@@ -52,6 +53,16 @@ def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         opts["verify"] = as_bool(verify, "connection extra 'verify'") if is_flag else str(verify)
     if extra.get("tracker_project_field"):
         opts["tracker_project_field"] = str(extra["tracker_project_field"])
+    tags_body = extra.get("tags_body")
+    if tags_body not in (None, ""):
+        form = tags_body.strip().lower() if isinstance(tags_body, str) else tags_body
+        if form not in TAGS_BODY_FORMS:
+            raise ValueError(
+                f"connection extra 'tags_body' = {tags_body!r} is not allowed; expected 'array' (add project tags "
+                "sends a bare JSON array, as the reference says; the default) or 'object' ({\"tags\": [...]}, as "
+                "the real service takes it)"
+            )
+        opts["tags_body"] = form
     return opts
 
 
@@ -67,7 +78,10 @@ class FindingsApiHook(BaseHook):
           server sends it (default 4 x ``timeout``, at least 60); past it the attempt fails as a timeout;
         - ``max_response_bytes``: size cap of one response body, decoded (default 134217728, 128 MiB);
         - ``max_retries`` (default 4), ``verify`` (true, false or a CA bundle path), ``allow_insecure_http``,
-          ``tracker_project_field``.
+          ``tracker_project_field``;
+        - ``tags_body``: ``array`` (default; add project tags sends a bare JSON array, as the reference says) or
+          ``object`` (``{"tags": [...]}``, as the real service takes it; remove project tags then sends that body
+          besides the ``tags`` query keys).
     """
 
     conn_name_attr = "findings_conn_id"

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
+from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.config import load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import extraction
@@ -26,7 +27,7 @@ class ExtractFindingsOperator(FindingsBaseOperator):
     cannot hold do not fail the task: they are counted in ``rejected`` (with a sample) and logged as warnings.
     Returns the counts per issue type and pushes ``written`` (rows inserted or changed) under its own XCom key.
 
-    :param issue_types: any of ``sast``, ``sca``, ``secrets`` (templated; default from pipeline.yaml).
+    :param issue_types: any of ``sast``, ``sca``, ``ai_sast``, ``secrets`` (templated; default from pipeline.yaml).
     :param full_refresh: pull everything regardless of the watermark (templated).
     :param page_size: findings per request, 100..3000 (default from pipeline.yaml).
     :param overlap_minutes: how far before the watermark an incremental pull starts (default: pipeline.yaml).
@@ -52,10 +53,10 @@ class ExtractFindingsOperator(FindingsBaseOperator):
 
     def run(self, context: Any) -> dict[str, Any]:
         cfg = load_pipeline_config().findings_extraction
-        types = as_str_list(self.issue_types, "issue_types", allowed=extraction.ISSUE_TYPES) if (
+        types = as_str_list(self.issue_types, "issue_types", allowed=ISSUE_TYPES) if (
             self.issue_types not in (None, "", "None")) else [str(t) for t in cfg.issue_types]
         if not types:
-            raise ParamError("issue_types is empty; give at least one of sast, sca, secrets")
+            raise ParamError(f"issue_types is empty; give at least one of {', '.join(ISSUE_TYPES)}")
         page_size = as_int(self.page_size or cfg.page_size, "page_size", minimum=100)
         if page_size > 3000:
             raise ParamError(f"page_size = {page_size} must be <= 3000 (the API's maximum)")

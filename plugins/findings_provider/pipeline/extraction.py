@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES, forget_logged_unknowns
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN
@@ -42,9 +43,6 @@ from findings_provider.warehouse.timestamps import utc_text
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-ISSUE_TYPES = ("sast", "sca", "secrets")
-#: Issue types listed through the findings operation (offset pages, ``since`` filter); secrets use a cursor.
-OFFSET_TYPES = ("sast", "sca")
 #: Secrets per cursor page: the reference states no maximum; the emulator refuses more than 1000.
 SECRETS_PAGE_SIZE_MAX = 1000
 #: Collect garbage every this many pages: a finished response keeps its large body until a full collection.
@@ -381,6 +379,7 @@ def run_extraction(
     now = now or datetime.now(timezone.utc)
     results: dict[str, Any] = {}
     error: Exception | None = None
+    forget_logged_unknowns()  # an enum value nobody knows yet is stored as received and logged once per run
     for issue_type in dict.fromkeys(issue_types):
         if issue_type not in ISSUE_TYPES:
             raise ValueError(f"issue_types: unknown issue type {issue_type!r}; expected {', '.join(ISSUE_TYPES)}")

@@ -74,13 +74,13 @@ def api_filters(issue_type: str, selector: FindingSelector, since: datetime | No
         filters["repos"] = cols["repository_name"]
     if len(cols.get("ref", ())) == 1:
         filters["ref"] = cols["ref"][0]
-    if issue_type == "sast":
+    if issue_type in ("sast", "ai_sast"):  # AI findings carry the code findings' fields
         if cols.get("rule_name"):
             filters["rules"] = cols["rule_name"]
         if len(cols.get("autotriage_verdict", ())) == 1:
             filters["autotriage_verdict"] = cols["autotriage_verdict"][0]
     if issue_type == "sca" and cols.get("reachability"):
-        filters["exposures"] = cols["reachability"]
+        filters["exposures"] = cols["reachability"]  # canonical reachability uses the filter's words
     return filters
 
 

@@ -30,6 +30,8 @@ import orjson
 from sqlalchemy import func, select
 
 from findings_provider.client import AmbiguousWriteError, FindingsApiError, TicketRequest, TransportError
+from findings_provider.client.canonical import as_int
+from findings_provider.client.models import ExternalTicket
 from findings_provider.config import TicketPolicy
 from findings_provider.pipeline import approval, freshness, ledger
 from findings_provider.pipeline.approval import Cap
@@ -182,15 +184,22 @@ def plan_policies(
 
 
 def _ticket_in(raw: str) -> dict[str, Any] | None:
-    """The external ticket in a finding's raw JSON (top level, or under ``usage`` for supply-chain findings)."""
+    """The external ticket in a finding's raw JSON, canonical (``id`` an int, ``externalSlug``), in either dialect:
+    ``external_ticket`` or ``externalTicket`` (secrets), at the top level or under ``usage`` (supply chain)."""
     data = orjson.loads(raw)
-    ticket = data.get("external_ticket") or data.get("externalTicket")
+    ticket = _either_ticket(data)
     if ticket is None and isinstance(data.get("usage"), dict):
-        ticket = data["usage"].get("external_ticket")
-    if not isinstance(ticket, dict) or ticket.get("id") is None:
+        ticket = _either_ticket(data["usage"])
+    ident = as_int(ticket.get("id")) if isinstance(ticket, dict) else None
+    if ticket is None or ident is None:
         return None
-    return {"id": ticket["id"], "url": ticket.get("url"),
+    return {"id": ident, "url": ticket.get("url"),
             "externalSlug": ticket.get("externalSlug", ticket.get("external_slug"))}
+
+
+def _either_ticket(data: dict[str, Any]) -> Any:
+    ticket = data.get("external_ticket")
+    return ticket if ticket is not None else data.get("externalTicket")
 
 
 def limit_tickets(keyed: list[list[TicketGroup]], most: int) -> list[list[TicketGroup]]:
@@ -282,14 +291,20 @@ def approval_text(plans: Sequence[TicketPlan], reasons: Sequence[str]) -> tuple[
 
 
 def ticket_of(finding: Any) -> dict[str, Any] | None:
-    """The ``external_ticket`` of a typed finding (also under ``usage`` for supply-chain findings)."""
+    """The external ticket of a typed finding in canonical form (``id`` an int, ``externalSlug``, ...), also under
+    ``usage`` for supply-chain findings; either key style (``external_ticket``/``externalTicket``)."""
     ticket = getattr(finding, "external_ticket", None)
     if ticket is None and isinstance(getattr(finding, "usage", None), dict):
-        ticket = finding.usage.get("external_ticket")
+        ticket = _either_ticket(finding.usage)
     if ticket is None:
         return None
-    data = ticket if isinstance(ticket, dict) else ticket.model_dump(exclude_none=True)
-    return data if data.get("id") is not None else None
+    if isinstance(ticket, dict):
+        try:
+            ticket = ExternalTicket.model_validate(ticket)
+        except ValueError:
+            return None
+    data = ticket.model_dump(exclude_none=True) if isinstance(ticket, ExternalTicket) else None
+    return data if data and data.get("id") is not None else None
 
 
 def _mark_ticketed(warehouse: Warehouse, issue_type: str, ids: Sequence[int], ticket: dict[str, Any],

@@ -41,6 +41,9 @@ from typing import Any, TypeVar
 import msgspec
 import orjson
 
+from findings_provider.client.canonical import ISSUE_TYPES, compile_reader
+from findings_provider.client.dependency_identity import dependency_key, licence_list
+
 from .timestamps import utc_text
 
 T = TypeVar("T")
@@ -49,7 +52,6 @@ Row = tuple[Any, ...]
 #: A JSON object as received (raw bytes or text) or parsed.
 JsonObject = msgspec.Raw | bytes | str | Mapping[str, Any]
 
-ISSUE_TYPES = ("sast", "sca", "secrets")
 #: The range of a ``BIGINT`` column (and of SQLite's ``INTEGER``).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -136,56 +138,8 @@ class Rejection:
         return {"id": self.id, "field": self.field, "reason": self.reason, "action": action}
 
 
-# Any JSON value but an object: lets a field declared as an object arrive as something else without failing.
-_NotObject = str | int | float | bool | list | None
-
-
 class _Lenient(msgspec.Struct, forbid_unknown_fields=False):
     """Base of the partial structs: unknown fields are ignored."""
-
-
-class _Named(_Lenient):
-    name: object = None
-
-
-class _Ticket(_Lenient):
-    id: object = None
-
-
-class _Autotriage(_Lenient):
-    verdict: object = None
-
-
-class _Assistant(_Lenient):
-    autotriage: _Autotriage | _NotObject = None
-
-
-class _Usage(_Lenient):
-    external_ticket: _Ticket | _NotObject = None
-
-
-class _Finding(_Lenient):
-    id: object = None
-    repository: _Named | _NotObject = None
-    repository_name: object = None
-    ref: object = None
-    rule_name: object = None
-    rule: _Named | _NotObject = None
-    secret_type: object = None
-    type: object = None
-    severity: object = None
-    confidence: object = None
-    status: object = None
-    triage_state: object = None
-    triage_reason: object = None
-    assistant: _Assistant | _NotObject = None
-    reachability: object = None
-    match_based_id: object = None
-    relevant_since: object = None
-    created_at: object = None
-    external_ticket: _Ticket | _NotObject = None
-    usage: _Usage | _NotObject = None
-    first_seen_scan_id: object = None
 
 
 class _Scan(_Lenient):
@@ -210,10 +164,25 @@ class _Rule(_Lenient):
     source: object = None
 
 
+# Any JSON value but an object: lets a field declared as an object arrive as something else without failing.
+_NotAnObject = str | int | float | bool | list | None
+
+
+class _Package(_Lenient):
+    name: object = None
+    versionSpecifier: object = None
+
+
+class _CodeLocation(_Lenient):
+    path: object = None
+
+
 class _Dependency(_Lenient):
     id: object = None
     name: object = None
     version: object = None
+    package: _Package | _NotAnObject = None
+    definedAt: _CodeLocation | _NotAnObject = None
     ecosystem: object = None
     license: object = None
     licenses: object = None
@@ -230,7 +199,6 @@ class _RepositorySummary(_Lenient):
     hasDependencyPathScan: object = None
 
 
-_decode_finding = msgspec.json.Decoder(_Finding).decode
 _decode_scan = msgspec.json.Decoder(_Scan).decode
 _decode_rule = msgspec.json.Decoder(_Rule).decode
 _decode_dependency = msgspec.json.Decoder(_Dependency).decode
@@ -244,9 +212,10 @@ def _text(value: object) -> str | None:
 
 
 def _licences(value: object) -> str | None:
-    """One licence, or several (a list) joined with ``, `` — the field's shape is not documented."""
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value) or None
+    """Licences in their stable joined form: one licence, or several (a list, in the order sent) joined with ``, ``;
+    NULL for none. The inventory report splits the column on ``,`` again (one count per licence)."""
+    if isinstance(value, (list, str)) or value is None:
+        return ", ".join(licence_list(value)) or None
     return _text(value)
 
 
@@ -274,15 +243,6 @@ def _required(value: T | None, what: str, raw: str) -> T:
     return value
 
 
-def _ticket_id(ticket: object) -> int | None:
-    return _int(ticket.id) if isinstance(ticket, _Ticket) else None
-
-
-def _name(value: object) -> object:
-    """A name given as a string, or the ``name`` of an object."""
-    return value if isinstance(value, str) else value.name if isinstance(value, _Named) else None
-
-
 def _issue_type(issue_type: str) -> str:
     """Return the canonical issue type string (also for a ``str`` enum member)."""
     if issue_type not in ISSUE_TYPES:
@@ -290,33 +250,14 @@ def _issue_type(issue_type: str) -> str:
     return ISSUE_TYPES[ISSUE_TYPES.index(issue_type)]
 
 
-def _finding_row(issue_type: str, finding: _Finding, raw: str) -> Row:
-    """The row of a decoded finding; its id may be None or out of range (see ``_holdable``)."""
-    assistant = finding.assistant
-    autotriage = assistant.autotriage if isinstance(assistant, _Assistant) else None
-    verdict = autotriage.verdict if isinstance(autotriage, _Autotriage) else None
-    ticket_id = _ticket_id(finding.external_ticket)
-    if ticket_id is None and isinstance(finding.usage, _Usage):
-        ticket_id = _ticket_id(finding.usage.external_ticket)
-    return (
-        issue_type,
-        _int(finding.id),
-        _text(_name(finding.repository) or finding.repository_name),
-        _text(finding.ref),
-        _text(finding.rule_name or _name(finding.rule) or finding.secret_type or finding.type),
-        _text(finding.severity),
-        _text(finding.confidence),
-        _text(finding.status),
-        _text(finding.triage_state),
-        _text(finding.triage_reason),
-        _text(verdict),
-        _text(finding.reachability),
-        _text(finding.match_based_id),
-        utc_text(finding.relevant_since or finding.created_at),
-        ticket_id,
-        _int(finding.first_seen_scan_id),
-        raw,
-    )
+# A finding (code, supply chain, AI, secret) is read through the client's canonical table: the same source keys
+# and normalisers as the typed models (``client.canonical``), so the two paths cannot disagree. Only the keys of
+# the columns are decoded; ``_finding_row`` builds a row (``issue_type`` first, ``raw`` last) in straight-line
+# code. Enum values are normalised, then stored like any text.
+_RowFinding, _finding_row = compile_reader(
+    "_finding_row", FINDING_COLUMNS[1:-1], {"id": _int, "text": _text, "timestamp": utc_text}
+)
+_decode_finding = msgspec.json.Decoder(_RowFinding).decode
 
 
 def _needs_check(row: Row) -> bool:
@@ -383,10 +324,9 @@ def finding_rows(
 ) -> list[Row]:
     """Build ``FINDING_COLUMNS`` tuples from findings given as the raw bytes sliced out of a page.
 
-    ``raw`` is the item's bytes decoded as UTF-8, byte for byte. ``relevant_since`` falls back to
-    ``created_at``; ``rule_name`` to ``rule.name``, ``secret_type`` and ``type`` (secrets findings);
-    ``repository_name`` comes from ``repository.name``, a string ``repository`` or ``repository_name``;
-    ``external_ticket_id`` from ``external_ticket.id``, else ``usage.external_ticket.id``.
+    ``raw`` is the item's bytes decoded as UTF-8, byte for byte. Every other column is the canonical value of
+    ``client.canonical.FINDING_FIELDS`` (either dialect: source keys in order of precedence, enums in their
+    canonical spelling, digit-string ids as integers, timestamps as canonical UTC text); see docs/canonical.md.
 
     Values the warehouse cannot hold (see the module's docstring) are set to NULL, and findings whose id is
     unusable or that are not valid UTF-8 are left out; each case is appended to ``rejected``. Without that
@@ -480,21 +420,45 @@ def policy_rule_rows(policy_id: str, items: Iterable[JsonObject]) -> list[Row]:
     ]
 
 
+def _dependency_row(dep: _Dependency, raw: str) -> Row:
+    package = dep.package
+    name = dep.name
+    version = dep.version
+    if isinstance(package, _Package):
+        name = package.name if name is None else name
+        version = package.versionSpecifier if version is None else version
+    elif isinstance(package, str) and name is None:
+        name = package
+    lockfile = dep.lockfilePath or dep.lockfile_path
+    if lockfile is None and isinstance(dep.definedAt, _CodeLocation):
+        lockfile = dep.definedAt.path
+    repository_id = _text(dep.repositoryId if dep.repositoryId is not None else dep.repository_id)
+    ident = _text(dep.id)
+    if ident is None:
+        ident = dependency_key(repository_id, lockfile, dep.ecosystem, name, version)
+    return (
+        _required(ident, "dependency", raw),
+        _text(name),
+        _text(version),
+        _text(dep.ecosystem),
+        _licences(dep.license if dep.license is not None else dep.licenses),
+        _text(lockfile),
+        repository_id,
+        raw,
+    )
+
+
 def dependency_rows(items: Iterable[JsonObject]) -> list[Row]:
-    """Build ``DEPENDENCY_COLUMNS`` tuples from dependencies (reference 2.2; camelCase or snake_case keys)."""
-    return [
-        (
-            _required(_text(dep.id), "dependency", raw),
-            _text(dep.name),
-            _text(dep.version),
-            _text(dep.ecosystem),
-            _licences(dep.license if dep.license is not None else dep.licenses),
-            _text(dep.lockfilePath or dep.lockfile_path),
-            _text(dep.repositoryId or dep.repository_id),
-            raw,
-        )
-        for dep, raw in _decoded(items, _decode_dependency)
-    ]
+    """Build ``DEPENDENCY_COLUMNS`` tuples from dependencies in either dialect (camelCase or snake_case keys).
+
+    The reference's shape carries ``id``, ``name``, ``version``. The real service's carries no id and no top-level
+    name or version: ``repositoryId``, ``package {name, versionSpecifier}``, ``ecosystem``, ``licenses`` and the
+    lockfile as ``definedAt.path``. Without an ``id`` the row's ``id`` is the canonical key of
+    :mod:`findings_provider.client.dependency_identity` (``{repository id}|{lockfile path}|{ecosystem}|{name}|
+    {version}``); a dependency with neither an id nor a repository id and package name raises ValueError.
+    ``license`` holds the licences joined with ``, `` (see ``_licences``).
+    """
+    return [_dependency_row(dep, raw) for dep, raw in _decoded(items, _decode_dependency)]
 
 
 def dependency_repository_rows(items: Iterable[JsonObject]) -> list[Row]:
