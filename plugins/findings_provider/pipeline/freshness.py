@@ -207,12 +207,11 @@ def record_drops(
     warehouse: Warehouse, dropped: dict[int, str], *, kind: str, policy: str, issue_type: str, run_id: str | None
 ) -> None:
     """One ``dropped_findings`` row per dropped finding, with its reason."""
-    rows: Iterable[dict[str, Any]] = [
+    rows = [
         {"run_id": run_id, "kind": kind, "policy": policy, "issue_type": issue_type, "finding_id": i,
          "reason": reason[:1000]}
         for i, reason in sorted(dropped.items())
     ]
-    rows = list(rows)
     if rows:
         with warehouse.engine.begin() as conn:
             conn.execute(insert(dropped_findings), rows)
