@@ -70,3 +70,31 @@ def test_policies_have_safe_caps_and_a_dump_validates_again() -> None:
         assert TicketPolicy.model_validate(ticket_policy.model_dump()) == ticket_policy
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         TriagePolicy.model_validate({**cfg.autotriage_triage.policies[0].model_dump(), "max_findings": 0})
+
+
+def test_a_secrets_policy_selects_on_validation_state_in_either_spelling(tmp_path) -> None:
+    """The real service's ``VALIDATION_STATE_CONFIRMED_VALID`` and the reference filter's ``valid`` are both the
+    canonical ``confirmed_valid`` the warehouse stores; a value of neither vocabulary names the field."""
+    import msgspec
+    import orjson
+    from findings_provider.config import FindingSelector
+    from findings_provider.pipeline.selection import select_findings
+    from findings_provider.warehouse import Warehouse, finding_rows, make_engine
+
+    selector = FindingSelector(status=["FINDING_STATUS_OPEN"],
+                               validation_state=["VALIDATION_STATE_CONFIRMED_VALID", "valid", "no_validator"])
+    assert selector.columns() == {"status": ["open"],
+                                  "validation_state": ["confirmed_valid", "confirmed_valid", "no_validator"]}
+    with pytest.raises(ValueError, match="validation_state"):
+        FindingSelector(validation_state=["works"])
+
+    warehouse = Warehouse(make_engine(f"sqlite:///{tmp_path / 'w.db'}"))
+    warehouse.create_all()
+    secrets = [
+        {"id": "1", "status": "FINDING_STATUS_OPEN", "validationState": "VALIDATION_STATE_CONFIRMED_VALID"},
+        {"id": "2", "status": "FINDING_STATUS_OPEN", "validationState": "VALIDATION_STATE_CONFIRMED_INVALID"},
+        {"id": "3", "status": "open", "validation_state": "no_validator"},
+        {"id": "4", "status": "FINDING_STATUS_FIXED", "validationState": "VALIDATION_STATE_CONFIRMED_VALID"},
+    ]
+    warehouse.upsert_findings(finding_rows("secrets", [msgspec.Raw(orjson.dumps(s)) for s in secrets]))
+    assert [f.id for f in select_findings(warehouse, "secrets", selector)] == [1, 3]

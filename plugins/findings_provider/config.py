@@ -36,6 +36,7 @@ from findings_provider.client.models import (
     Severity,
     TriageReason,
     TriageState,
+    ValidationState,
 )
 
 #: Where the configuration lives unless ``FINDINGS_PIPELINE_CONFIG`` says otherwise: ``<project>/include``.
@@ -56,6 +57,7 @@ class _Strict(BaseModel):
 #: Selector fields whose values are enums, with their kind in ``client.canonical.VOCABULARIES``.
 _SELECTOR_ENUMS = {
     "status": "status", "autotriage_verdict": "verdict", "severity": "severity", "reachability": "reachability",
+    "validation_state": "validation_state",
 }
 
 
@@ -70,6 +72,7 @@ class FindingSelector(_Strict):
     autotriage_verdict: list[AutotriageVerdict] | None = None
     severity: list[Severity] | None = None
     reachability: list[Reachability] | None = None
+    validation_state: list[ValidationState] | None = None  # secrets: confirmed_valid, confirmed_invalid, ...
     repository_name: list[str] | None = None
     rule_name: list[str] | None = None
     ref: list[str] | None = None

@@ -79,6 +79,7 @@ def test_typed_model_and_raw_row_path_agree(issue_type, dialect, finding):
         "autotriage_verdict": f.autotriage_verdict, "reachability": f.reachability,
         "match_based_id": f.match_based_id, "relevant_since": utc_text(f.relevant_since),
         "external_ticket_id": f.external_ticket_id, "first_seen_scan_id": f.first_seen_scan_id,
+        "validation_state": f.validation_state, "path": f.path,
     }
     stored = row(issue_type, finding)
     assert stored.pop("raw") == orjson.dumps(finding).decode()  # the bytes as received
@@ -104,7 +105,7 @@ def test_secret_canonical_values():
     assert f.relevant_since == f.created_at == datetime(2024, 7, 11, 20, 46, 25, 269650, tzinfo=timezone.utc)
     assert (f.severity, f.confidence, f.status, f.validation_state) == ("high", "low", "open", "confirmed_valid")
     assert (f.autotriage_verdict, f.repository_name, f.path, f.ref) == (
-        "false_positive", "acme/infra", "config/aws.py:3", "refs/heads/main")
+        "false_positive", "acme/infra", "config/aws.py", "refs/heads/main")  # the line stays in raw
     assert f.review_comments[0].externalNoteId == "5"
     assert row("secrets", d.secret_real())["relevant_since"] == "2024-07-11 20:46:25.269650+00:00"
 
@@ -199,3 +200,19 @@ def test_ai_findings_cannot_be_ticketed():
 
     with pytest.raises(ValueError, match="no ai_sast tickets"):
         TicketPolicy.model_validate({"name": "x", "issue_type": "ai_sast", "select": {"status": ["open"]}})
+
+
+@pytest.mark.parametrize(("received", "canonical"), [
+    ("config/aws.py:3", "config/aws.py"),  # the real secrets' findingPath: file:line
+    ("config/aws.py", "config/aws.py"),
+    ("odd:name.py", "odd:name.py"),  # a colon not followed by a line number is part of the name
+    ("dir/file.py:", "dir/file.py:"),
+    (":12", ":12"),
+    (None, None),
+])
+def test_a_location_path_is_the_file_without_its_line(received, canonical):
+    from findings_provider.client.canonical import file_path
+
+    assert file_path(received) == canonical
+    stored = row("secrets", {"id": 5, "findingPath": received})
+    assert stored["path"] == canonical

@@ -5,6 +5,10 @@ Started once for this module by the same launcher as the SQLite stack (``devtool
 PostgreSQL databases (dropped afterwards), a Redis database of its own (``FINDINGS_REDIS_DB``, default 5) and a
 Celery queue of its own (concurrent test sessions on one Redis do not steal each other's tasks).
 
+Its emulator speaks the real service's dialect (``--dialect real``: flat findings envelope, spaces in
+reachability, digit-string ids, ...), so the e2e extraction runs against both dialects (the SQLite stack's speaks the
+reference's).
+
 Skips with the reason when PostgreSQL (127.0.0.1:5432, users postgres or root) or Redis (127.0.0.1:6379) is not
 reachable; with REQUIRE_SERVICES=1 (``.ci/run``) that is a failure instead.
 """
@@ -82,7 +86,9 @@ def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             celery_concurrency=2,
             celery_queue=queue,
             pipeline_config=write_test_pipeline_config(Path(base)),
-            emulator=EmulatorOptions(token="e2e-token", findings=5000, extra_args=E2E_EMULATOR_ARGS),
+            # the real service's dialect here (the SQLite stack's emulator serves the reference's)
+            emulator=EmulatorOptions(token="e2e-token", findings=5000,
+                                     extra_args=(*E2E_EMULATOR_ARGS, "--dialect", "real")),
             fast=True,
             progress=lambda msg: print(f"[celery stack] {msg}", flush=True),
         )
@@ -179,6 +185,13 @@ def test_postgres_warehouse_holds_the_results(celery_stack: Stack, celery_pipeli
                                                                "GROUP BY issue_type")}
     assert stored == {"sast": counts["findings"]["sast"], "sca": counts["findings"]["sca"]}
     assert scalar(engine, "SELECT COUNT(*) FROM dependencies") == counts["dependencies"]
+    # the real dialect in raw, the canonical spelling in the columns
+    reach = rows(engine, "SELECT reachability, raw FROM findings WHERE issue_type = 'sca' AND reachability IS NOT NULL")
+    assert {r["reachability"] for r in reach} <= {"reachable", "always_reachable", "conditionally_reachable",
+                                                 "unreachable", "unknown"}
+    always = [r for r in reach if r["reachability"] == "always_reachable"]
+    assert always
+    assert all('"always reachable"' in r["raw"] for r in always)
     actions = rows(engine, "SELECT status, num_triaged FROM triage_actions")
     assert actions
     assert {a["status"] for a in actions} == {"succeeded"}

@@ -278,6 +278,10 @@ def test_dependencies(real_api: httpx.Client, real: EmulatorProcess, ref_api: ht
             assert location["committedAt"]
         assert dep["pathToTransitivity"] == []
         assert dep["resolvedUrl"]
+    # without an id, the place tells dependencies apart: a lockfile lists a package version once
+    places = [(d["repositoryId"], d["definedAt"]["path"], d["ecosystem"], d["package"]["name"],
+               d["package"]["versionSpecifier"]) for d in served]
+    assert len(set(places)) == len(places)
     npm = real_api.post(by_id(real, "dependencies"),
                         json={"pageSize": 1000, "dependencyFilter": {"ecosystem": ["npm"],
                                                                      "transitivity": ["DIRECT"]}}).json()

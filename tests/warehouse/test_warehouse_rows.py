@@ -115,6 +115,8 @@ def test_sast_finding_maps_every_column():
         "relevant_since": "2020-11-18 23:28:12.391000+00:00",
         "external_ticket_id": None,
         "first_seen_scan_id": 77,
+        "validation_state": None,
+        "path": "src/db.py",
         "raw": SAST.decode(),
     }
 
@@ -421,6 +423,7 @@ def test_real_dialect_secret_maps_to_canonical_columns():
         "triage_state": None, "triage_reason": None, "autotriage_verdict": "false_positive",
         "reachability": None, "match_based_id": None, "relevant_since": "2024-07-11 20:46:25.269650+00:00",
         "external_ticket_id": 12, "first_seen_scan_id": None,
+        "validation_state": "confirmed_valid", "path": "config/aws.py",
     }
 
 

@@ -258,6 +258,7 @@ def _dependencies(rng: random.Random, count: int, repos: list[Repository],
                   advisories: list[Advisory]) -> list[dict[str, Any]]:
     vulnerable = [(a.ecosystem, a.package, a.version) for a in advisories]
     deps = []
+    seen: set[tuple[Any, ...]] = set()
     for index in range(count):
         repo = repos[index % len(repos)]
         ecosystem = rng.choice(LANGUAGE_ECOSYSTEMS[repo.language])
@@ -270,17 +271,36 @@ def _dependencies(rng: random.Random, count: int, repos: list[Repository],
                 package = f"{package}-{rng.choice(('utils', 'core', 'types', 'plugin', 'compat'))}"
                 version = f"{rng.randint(0, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 20)}"
         licenses = rng.sample(vocab.LICENSES, 2 if rng.random() < 0.1 else 1)
+        lockfile = rng.choice(vocab.LOCKFILES[ecosystem])
+        repo, lockfile = _unused_place(seen, repos, repo, lockfile, vocab.LOCKFILES[ecosystem], ecosystem, package,
+                                       version)
         deps.append({
             "id": DEPENDENCY_ID_BASE + index,
             "name": package,
             "version": version,
             "ecosystem": ecosystem,
-            "lockfile_path": rng.choice(vocab.LOCKFILES[ecosystem]),
+            "lockfile_path": lockfile,
             "licenses": licenses,
             "repository_id": repo.id,
             "transitivity": rng.choices(("direct", "transitive"), (35, 65))[0],
         })
     return deps
+
+
+def _unused_place(seen: set[tuple[Any, ...]], repos: list[Repository], repo: Repository, lockfile: str,
+                  lockfiles: list[str] | tuple[str, ...], ecosystem: str, package: str,
+                  version: str) -> tuple[Repository, str]:
+    """A repository and lockfile where ``package`` ``version`` is not listed yet (a lockfile lists a package
+    version once; the real service, which gives dependencies no id, tells them apart by exactly that place).
+    Tried in a fixed order, without drawing from the random generator, so the rest of the data is unchanged."""
+    candidates = [(repo, lockfile)] + [(repo, other) for other in lockfiles] + [
+        (other_repo, other) for other_repo in repos for other in lockfiles]
+    for place_repo, place_lockfile in candidates:
+        key = (place_repo.id, place_lockfile, ecosystem, package, version)
+        if key not in seen:
+            seen.add(key)
+            return place_repo, place_lockfile
+    return repo, lockfile  # every place taken (more copies than repositories times lockfiles): a repeat
 
 
 def generate_world(*, seed: int, repositories: int, scans: int, rules: int, dependencies: int,

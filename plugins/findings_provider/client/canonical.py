@@ -61,6 +61,8 @@ VOCABULARIES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 SYNONYMS: dict[str, dict[str, str | None]] = {
     "reachability": {"no_reachability_analysis": "unknown"},
     "verdict": {"no_verdict": None},
+    # the reference's selection-filter words for a secret's validation state
+    "validation_state": {"valid": "confirmed_valid", "invalid": "confirmed_invalid"},
 }
 
 #: kind -> {value as received: canonical value}, filled as values are met (the row path reads it inline).
@@ -132,12 +134,22 @@ def as_int(value: object) -> int | None:
     return None
 
 
+def file_path(value: str | None) -> str | None:
+    """The file of a location: the real secrets' ``findingPath`` is ``file:line``, the reference's ``path`` and a
+    code finding's ``filePath`` are the file alone (the line stays in ``raw``)."""
+    if value is None:
+        return None
+    head, colon, line = value.rpartition(":")
+    return head if colon and head and line.isdigit() else value
+
+
 # --- the table ---------------------------------------------------------------------------------------------------
 
 Path = tuple[str, ...]
 
-#: canonical field -> (kind, source paths in order of precedence). Kinds: ``text``, ``id``, ``timestamp`` or an
-#: enum kind of ``VOCABULARIES``. The first path with a value other than None and "" wins ("" if only that).
+#: canonical field -> (kind, source paths in order of precedence). Kinds: ``text``, ``id``, ``timestamp``,
+#: ``file_path`` (text, see ``file_path``) or an enum kind of ``VOCABULARIES``. The first path with a value other
+#: than None and "" wins ("" if only that).
 FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
     "id": ("id", (("id",),)),
     "repository_name": ("text", (("repository", "name"), ("repository",), ("repository_name",))),
@@ -163,7 +175,19 @@ FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
     ),
     "first_seen_scan_id": ("id", (("first_seen_scan_id",),)),
     "validation_state": ("validation_state", (("validation_state",), ("validationState",))),
-    "path": ("text", (("location", "filePath"), ("location", "file_path"), ("findingPath",), ("path",))),
+    "path": (
+        "file_path",
+        (
+            ("location", "filePath"),
+            ("location", "file_path"),
+            ("findingPath",),
+            ("path",),
+            # supply chain: where the vulnerable dependency is used (the real service sends ``path``)
+            ("usage", "location", "filePath"),
+            ("usage", "location", "file_path"),
+            ("usage", "location", "path"),
+        ),
+    ),
 }
 
 # Any JSON value but an object: lets a field declared as an object arrive as something else without failing.
@@ -234,6 +258,10 @@ def compile_reader(
             env[f"c_{index}"] = converters.get(kind, converters["text"])
             outs.append(f"c_{index}(k_{index}.get({var}) or enum_value({kind!r}, {var}) if {var}.__class__ is str "
                         f"else {var})")
+        elif kind == "file_path":
+            env[f"c_{index}"] = converters["text"]
+            env["file_path"] = file_path
+            outs.append(f"(file_path({var}) if {var}.__class__ is str or {var} is None else c_{index}({var}))")
         else:
             env[f"c_{index}"] = converters[kind]
             if kind == "text":

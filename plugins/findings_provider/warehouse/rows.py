@@ -72,6 +72,8 @@ FINDING_COLUMNS = (
     "relevant_since",
     "external_ticket_id",
     "first_seen_scan_id",
+    "validation_state",
+    "path",
     "raw",
 )
 SCAN_COLUMNS = (

@@ -103,6 +103,8 @@ findings = Table(
     Column("relevant_since", UtcDateTime),
     Column("external_ticket_id", BigInteger),
     Column("first_seen_scan_id", BigInteger),
+    Column("validation_state", Text),  # secrets: whether the secret was checked live (added in schema 2)
+    Column("path", Text),  # the file the finding is in (added in schema 2)
     Column("raw", Text, nullable=False),
     _synced_at(),
     PrimaryKeyConstraint("issue_type", "id", name="pk_findings"),

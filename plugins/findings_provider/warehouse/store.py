@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
+from .migrate import add_columns, missing_columns
 from .rows import (
     DEPENDENCY_COLUMNS,
     DEPENDENCY_REPOSITORY_COLUMNS,
@@ -107,9 +108,10 @@ class Warehouse:
     # --- schema -----------------------------------------------------------------------------------
 
     def create_all(self) -> None:
-        """Create the missing tables and indexes; one catalogue query when they all exist; safe to race."""
+        """Create the missing tables and indexes, and add the columns a newer version added to existing tables
+        (filled from ``raw``, see :mod:`.migrate`); catalogue queries only when nothing is missing; safe to race."""
         with self.engine.connect() as conn:
-            if set(metadata.tables) <= set(inspect(conn).get_table_names()):
+            if set(metadata.tables) <= set(inspect(conn).get_table_names()) and not missing_columns(conn):
                 return
         with self.engine.begin() as conn:
             if conn.dialect.name == "postgresql":
@@ -117,6 +119,7 @@ class Warehouse:
             else:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock before checking what exists
             metadata.create_all(conn)
+            add_columns(conn, missing_columns(conn))
 
     # --- bulk upserts -----------------------------------------------------------------------------
 

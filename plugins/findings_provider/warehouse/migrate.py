@@ -1,0 +1,100 @@
+"""Bring an existing warehouse up to the tables of :mod:`.schema`: add the columns later versions added.
+
+``create_all`` creates missing tables, but never changes a table that exists. A column added to a table after a
+release (``findings.validation_state`` and ``findings.path``, for instance) is added here with ``ALTER TABLE ...
+ADD COLUMN`` (nullable, no default: instant on both databases). A finding column is then filled from each stored
+finding's ``raw`` JSON by the same row builder the extraction uses, so the warehouse holds what a fresh sync
+would write without pulling again (the upsert rewrites a finding only when its ``raw`` changes, so a later pull
+would not fill it). The caller holds the schema lock and the transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import Column, Table, and_, bindparam, inspect, or_, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from .rows import FINDING_COLUMNS, Rejection, finding_rows
+from .schema import findings, metadata
+
+log = logging.getLogger(__name__)
+
+#: Findings read (and updated) per batch while a new finding column is filled from ``raw``.
+BACKFILL_BATCH = 5000
+
+
+def missing_columns(conn: Connection) -> dict[str, list[Column]]:
+    """Columns of :mod:`.schema` that the existing tables lack, by table name (tables that do not exist yet are
+    left to ``create_all``)."""
+    inspector = inspect(conn)
+    existing = set(inspector.get_table_names())
+    missing: dict[str, list[Column]] = {}
+    for name, table in metadata.tables.items():
+        if name not in existing:
+            continue
+        have = {c["name"] for c in inspector.get_columns(name)}
+        absent = [c for c in table.columns if c.name not in have]
+        if absent:
+            missing[name] = absent
+    return missing
+
+
+def add_columns(conn: Connection, missing: dict[str, list[Column]]) -> None:
+    """``ALTER TABLE ADD COLUMN`` each missing column, then fill new finding columns from ``raw``."""
+    quote = conn.dialect.identifier_preparer.quote
+    for name, columns in missing.items():
+        table = metadata.tables[name]
+        target = conn.dialect.identifier_preparer.format_table(table)
+        for column in columns:
+            if not column.nullable:
+                raise RuntimeError(f"cannot add the NOT NULL column {name}.{column.name} to an existing warehouse")
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {target} ADD COLUMN {quote(column.name)} {kind}")
+            log.warning("warehouse: added the column %s.%s (new in this version)", name, column.name)
+    if missing.get(findings.name):
+        filled = _fill_finding_columns(conn, [c.name for c in missing[findings.name]])
+        log.warning("warehouse: filled %s from the stored raw JSON of %d findings",
+                    ", ".join(c.name for c in missing[findings.name]), filled)
+
+
+def _fill_finding_columns(conn: Connection, names: list[str]) -> int:
+    """Set ``names`` of every stored finding to the value its ``raw`` gives; return the findings read."""
+    positions = [FINDING_COLUMNS.index(n) for n in names]
+    statement = (
+        update(findings)
+        .where(findings.c.issue_type == bindparam("k_type"), findings.c.id == bindparam("k_id"))
+        .values({n: bindparam(f"v_{n}") for n in names})
+    )
+    after: tuple[str, int] | None = None
+    done = 0
+    while True:
+        query = select(findings.c.issue_type, findings.c.id, findings.c.raw).order_by(
+            findings.c.issue_type, findings.c.id).limit(BACKFILL_BATCH)
+        if after is not None:
+            query = query.where(_after(findings, after))
+        batch = conn.execute(query).all()
+        if not batch:
+            return done
+        params = []
+        for issue_type in sorted({r.issue_type for r in batch}):
+            of_type = [r for r in batch if r.issue_type == issue_type]
+            rejected: list[Rejection] = []
+            try:
+                rows = finding_rows(issue_type, [r.raw.encode() for r in of_type], rejected)
+            except ValueError:  # an issue type this version no longer knows: leave its columns NULL
+                continue
+            for row in rows:
+                params.append({"k_type": issue_type, "k_id": row[FINDING_COLUMNS.index("id")],
+                               **{f"v_{n}": row[i] for n, i in zip(names, positions, strict=True)}})
+        if params:
+            conn.execute(statement, params)
+        done += len(batch)
+        after = (batch[-1].issue_type, batch[-1].id)
+
+
+def _after(table: Table, key: tuple[str, int]) -> ColumnElement[bool]:
+    """Keyset condition: rows after ``key`` in (issue_type, id) order."""
+    issue_type, finding_id = key
+    return or_(table.c.issue_type > issue_type, and_(table.c.issue_type == issue_type, table.c.id > finding_id))

@@ -1,0 +1,81 @@
+"""An existing warehouse gains the columns a newer version added, filled from each finding's stored ``raw``."""
+
+from __future__ import annotations
+
+import msgspec
+import orjson
+import pytest
+from findings_provider.warehouse import Warehouse, finding_rows
+from findings_provider.warehouse import migrate as migrate_module
+from findings_provider.warehouse.schema import findings
+from sqlalchemy import inspect, select
+
+SECRET_REAL = {
+    "id": "691234", "type": "AWS access key", "findingPath": "config/aws.py:3", "createdAt": "2024-07-11T20:46:25Z",
+    "repository": {"name": "acme/infra"}, "status": "FINDING_STATUS_OPEN",
+    "validationState": "VALIDATION_STATE_CONFIRMED_VALID",
+}
+SAST = {"id": 17, "location": {"filePath": "src/db.py", "line": 4}, "status": "open", "severity": "high"}
+SCA = {"id": 18, "usage": {"location": {"path": "web/package.json", "start_line": 9}}, "status": "open"}
+
+
+def _older_warehouse(engine) -> Warehouse:
+    """A warehouse as the previous version left it: findings stored, without ``validation_state`` and ``path``."""
+    store = Warehouse(engine)
+    store.create_all()
+    for issue_type, item in (("secrets", SECRET_REAL), ("sast", SAST), ("sca", SCA)):
+        store.upsert_findings(finding_rows(issue_type, [msgspec.Raw(orjson.dumps(item))]))
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state")
+            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
+        else:
+            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state, DROP COLUMN path")
+    assert "path" not in {c["name"] for c in inspect(engine).get_columns("findings")}
+    return Warehouse(engine)  # a new process: nothing cached
+
+
+def test_create_all_adds_new_columns_and_fills_them_from_raw(engine):
+    store = _older_warehouse(engine)
+    store.create_all()
+    with engine.connect() as conn:
+        got = {(r.issue_type, r.id): (r.validation_state, r.path) for r in conn.execute(
+            select(findings.c.issue_type, findings.c.id, findings.c.validation_state, findings.c.path))}
+    assert got == {
+        ("secrets", 691234): ("confirmed_valid", "config/aws.py"),
+        ("sast", 17): (None, "src/db.py"),
+        ("sca", 18): (None, "web/package.json"),
+    }
+    # later upserts write the new columns, and a second create_all finds nothing to do
+    store.upsert_findings(finding_rows("sast", [msgspec.Raw(orjson.dumps({**SAST, "location": {"filePath": "b.py"}}))]))
+    store.create_all()
+    with engine.connect() as conn:
+        assert conn.execute(select(findings.c.path).where(findings.c.id == 17)).scalar_one() == "b.py"
+
+
+def test_backfill_pages_through_every_finding(engine, monkeypatch):
+    """More findings than one batch: every one is filled (the keyset paging does not stop early or repeat)."""
+    monkeypatch.setattr(migrate_module, "BACKFILL_BATCH", 2)
+    store = Warehouse(engine)
+    store.create_all()
+    items = [{"id": i, "location": {"filePath": f"f{i}.py"}} for i in range(1, 8)]
+    store.upsert_findings(finding_rows("sast", [msgspec.Raw(orjson.dumps(i)) for i in items]))
+    store.upsert_findings(finding_rows("ai_sast", [msgspec.Raw(orjson.dumps(items[0]))]))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
+    Warehouse(engine).create_all()
+    with engine.connect() as conn:
+        paths = dict(conn.execute(select(findings.c.id, findings.c.path).where(findings.c.issue_type == "sast")).all())
+        ai = conn.execute(select(findings.c.path).where(findings.c.issue_type == "ai_sast")).scalar_one()
+    assert paths == {i: f"f{i}.py" for i in range(1, 8)}
+    assert ai == "f1.py"
+
+
+def test_a_not_null_column_is_refused_with_its_name(engine):
+    from sqlalchemy import Column, Text
+
+    store = Warehouse(engine)
+    store.create_all()
+    column = Column("made_up", Text, nullable=False)
+    with engine.begin() as conn, pytest.raises(RuntimeError, match=r"findings\.made_up"):
+        migrate_module.add_columns(conn, {"findings": [column]})
