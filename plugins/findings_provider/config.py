@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import (
@@ -137,6 +138,13 @@ class _Policy(_Strict):
         """The validated selector (never None once the policy is valid)."""
         assert self.select is not None
         return self.select
+
+    @classmethod
+    def coerce_all(cls, given: Sequence[Any] | None, default: Callable[[], Sequence[Any]]) -> list[Self]:
+        """The ``given`` policies (models, or dicts validated here), else ``default()`` (read only when needed)."""
+        if given is None:
+            return list(default())
+        return [p if isinstance(p, cls) else cls.model_validate(p) for p in given]
 
 
 class TriageSet(_Strict):

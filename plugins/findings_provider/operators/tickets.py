@@ -12,9 +12,7 @@ from findings_provider.values import as_bool, as_int, as_optional_digits, as_opt
 
 
 def _policies(cfg: TicketConfig, policies: Sequence[TicketPolicy | dict] | None) -> list[TicketPolicy]:
-    if policies is None:
-        return list(cfg.policies)
-    return [p if isinstance(p, TicketPolicy) else TicketPolicy.model_validate(p) for p in policies]
+    return TicketPolicy.coerce_all(policies, lambda: cfg.policies)
 
 
 class PlanTicketsOperator(FindingsBaseOperator):

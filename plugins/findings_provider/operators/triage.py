@@ -15,9 +15,7 @@ __all__ = ["ApprovalBranchOperator", "BulkTriageOperator", "PlanTriageOperator",
 
 
 def _policies(policies: Sequence[TriagePolicy | dict] | None) -> list[TriagePolicy]:
-    if policies is None:
-        return list(load_pipeline_config().autotriage_triage.policies)
-    return [p if isinstance(p, TriagePolicy) else TriagePolicy.model_validate(p) for p in policies]
+    return TriagePolicy.coerce_all(policies, lambda: load_pipeline_config().autotriage_triage.policies)
 
 
 def _identity(context: Any) -> tuple[str | None, str | None]:

@@ -17,13 +17,13 @@ from sqlalchemy import select
 
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.batches import id_batches
 from findings_provider.warehouse.schema import findings, write_ledger
 
 TRIAGE = "triage"
 TICKET = "ticket"
 #: Tickets are one per finding whatever the policy that asked for it.
 TICKET_SCOPE = "any"
-BATCH = 500
 
 
 def scope_of(kind: str, policy: str) -> str:
@@ -37,10 +37,8 @@ def record(warehouse: Warehouse, kind: str, policy: str, issue_type: str, ids: I
     Findings the warehouse does not hold are left out (their ``relevant_since`` is unknown).
     """
     scope = scope_of(kind, policy)
-    todo = sorted({int(i) for i in ids})
     recorded = 0
-    for start in range(0, len(todo), BATCH):
-        chunk = todo[start : start + BATCH]
+    for chunk in id_batches(ids):
         with warehouse.engine.begin() as conn:
             current = conn.execute(
                 select(findings.c.id, findings.c.relevant_since)
@@ -78,15 +76,14 @@ def undone_writes(
         return {}
     scope = scope_of(kind, policy)
     written: dict[int, tuple[datetime | None, str | None]] = {}
-    ids = sorted(now)
     with warehouse.engine.connect() as conn:
-        for start in range(0, len(ids), BATCH):
+        for chunk in id_batches(now):
             rows = conn.execute(
                 select(write_ledger.c.finding_id, write_ledger.c.relevant_since, write_ledger.c.run_id).where(
                     write_ledger.c.kind == kind,
                     write_ledger.c.scope == scope,
                     write_ledger.c.issue_type == issue_type,
-                    write_ledger.c.finding_id.in_(ids[start : start + BATCH]),
+                    write_ledger.c.finding_id.in_(chunk),
                 )
             ).all()
             written.update((row.finding_id, (row.relevant_since, row.run_id)) for row in rows)

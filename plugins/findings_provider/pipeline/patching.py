@@ -14,22 +14,19 @@ import orjson
 from sqlalchemy import select
 
 from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.batches import id_batches
 from findings_provider.warehouse.rows import finding_row_from_dict
 from findings_provider.warehouse.schema import findings
-
-BATCH = 500
 
 
 def patch_findings(warehouse: Warehouse, issue_type: str, ids: Iterable[int], raw_fields: Mapping[str, Any]) -> int:
     """Set the top-level ``raw_fields`` in the given findings' JSON and rewrite their rows.
 
-    Findings not in the warehouse are ignored (they arrive with the next extraction). Batches of ``BATCH`` ids, one
-    transaction each; returns how many rows were rewritten.
+    Findings not in the warehouse are ignored (they arrive with the next extraction). One transaction per batch of
+    ids (``id_batches``); returns how many rows were rewritten.
     """
-    todo = sorted({int(i) for i in ids})
     updated = 0
-    for start in range(0, len(todo), BATCH):
-        chunk = todo[start : start + BATCH]
+    for chunk in id_batches(ids):
         with warehouse.engine.connect() as conn:
             raws = conn.execute(
                 select(findings.c.raw).where(findings.c.issue_type == issue_type, findings.c.id.in_(chunk))

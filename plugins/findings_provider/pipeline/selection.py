@@ -12,6 +12,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from findings_provider.config import FindingSelector
 from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.batches import id_batches
 from findings_provider.warehouse.schema import findings, ticket_actions, write_ledger
 
 #: Outcomes after which a finding is never sent to ticket creation again.
@@ -112,13 +113,12 @@ def select_findings(
 
 def select_by_ids(warehouse: Warehouse, issue_type: str, ids: Sequence[int]) -> list[SelectedFinding]:
     """The warehouse's ``SelectedFinding`` of each of ``ids`` that it holds (ascending id)."""
-    todo = sorted({int(i) for i in ids})
     out: list[SelectedFinding] = []
     with warehouse.engine.connect() as conn:
-        for start in range(0, len(todo), 500):
+        for chunk in id_batches(ids):
             stmt = (
                 select(*(findings.c[name] for name in SELECTED_COLUMNS))
-                .where(findings.c.issue_type == issue_type, findings.c.id.in_(todo[start : start + 500]))
+                .where(findings.c.issue_type == issue_type, findings.c.id.in_(chunk))
                 .order_by(findings.c.id)
             )
             out += [SelectedFinding(*row) for row in conn.execute(stmt)]
