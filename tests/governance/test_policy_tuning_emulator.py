@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from findings_provider.compat import AirflowFailException
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
     ListPolicyRulesOperator,

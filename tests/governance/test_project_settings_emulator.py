@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_projects_file
 from findings_provider.governance.project_settings import ProjectAction, ProjectPlan, apply_project_plan
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowFailException
+from findings_provider.compat import AirflowFailException
 from findings_provider.operators.findings import ExtractFindingsOperator, FindingsSummaryOperator
 from findings_provider.operators.tickets import CreateTicketsOperator
 from findings_provider.operators.triage import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from airflow.sdk import AssetAlias
-from airflow.sdk.exceptions import AirflowFailException
 from findings_provider.assets import SCANS
+from findings_provider.compat import AirflowFailException
 from findings_provider.notifications import ScanAlertNotifier, format_alerts
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.scans import (

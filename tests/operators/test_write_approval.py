@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pytest
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowFailException
+from findings_provider.compat import AirflowFailException
 from findings_provider.operators.approval import PlanApprovalOperator
 from findings_provider.operators.findings import ExtractFindingsOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator

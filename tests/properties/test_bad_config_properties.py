@@ -190,7 +190,7 @@ BAD_VALUES = st.one_of(st.text(max_size=8), st.integers(-10**6, 10**6), st.boole
 @given(dag_id=st.sampled_from(DAG_IDS), data=st.data())
 def test_any_invalid_run_conf_is_refused_naming_the_param(scheduler_params: dict[str, Any], dag_id: str,
                                                           data: Any) -> None:
-    from airflow.sdk.exceptions import ParamValidationError
+    from findings_provider.compat import ParamValidationError
 
     tally("hypothesis.examples.dag_params")
     params = scheduler_params[dag_id]

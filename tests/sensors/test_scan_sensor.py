@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout, TaskDeferred
+from findings_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout, TaskDeferred
 from findings_provider.operators.links import ScanLink
 from findings_provider.sensors.scan import ScanCompletionSensor
 from findings_provider.triggers.scan import ScanStatusTrigger

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import URL, Engine
 
+from findings_provider.compat import AirflowNotFoundException
 from findings_provider.warehouse import Warehouse, make_engine, url_from_connection
 
 DEFAULT_CONN_ID = "findings_warehouse_default"

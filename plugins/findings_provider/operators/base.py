@@ -7,9 +7,9 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from findings_provider.client import FindingsApiError
+from findings_provider.compat import AirflowFailException
 from findings_provider.config import ConfigError
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 from findings_provider.hooks.warehouse import FindingsWarehouseHook

@@ -9,9 +9,9 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from findings_provider.client import FindingsApiError, ScanStatus, UnknownScanStatusError
+from findings_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 from findings_provider.operators.base import fail_fast
 from findings_provider.operators.links import ScanLink, scan_url
