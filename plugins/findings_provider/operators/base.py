@@ -33,6 +33,10 @@ class FindingsBaseOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("findings_conn_id", "warehouse_conn_id")
+    #: For OpenLineage: the API operations (``client.endpoints`` names) this operator reads, and the warehouse
+    #: tables it writes (see ``get_openlineage_facets_on_complete``).
+    lineage_reads: tuple[str, ...] = ()
+    lineage_writes: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -63,7 +67,36 @@ class FindingsBaseOperator(BaseOperator):
             raise mapped from exc
         finally:
             if "api_hook" in self.__dict__:
+                if "client" in self.api_hook.__dict__:  # the service as this run resolved it, for lineage
+                    client = self.api_hook.client
+                    self._api_used = (client.base_url, client.deployment_id, client.deployment_slug)
                 self.api_hook.close()
 
     def run(self, context: Any) -> Any:
         raise NotImplementedError
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The run's lineage for Airflow's OpenLineage provider (called only when it is installed): inputs the API
+        operations of ``lineage_reads`` on the connection's service, outputs the tables of ``lineage_writes`` on
+        the warehouse database the connection names (see :mod:`findings_provider.lineage`)."""
+        from findings_provider.lineage import api_dataset_name, operator_lineage, warehouse_dataset_name
+
+        inputs = []
+        if self.lineage_reads:
+            used = getattr(self, "_api_used", None)
+            if used is None:  # the run made no request: the service the connection names
+                client = self.api_hook.client
+                used = (client.base_url, client.deployment_id, client.deployment_slug)
+                self.api_hook.close()
+            base_url, deployment_id, deployment_slug = used
+            inputs = [api_dataset_name(base_url, operation, deployment_id=deployment_id,
+                                       deployment_slug=deployment_slug) for operation in self.lineage_reads]
+        outputs = []
+        if self.lineage_writes:
+            url = self.warehouse_hook.get_url()
+            schema = None
+            if url.get_backend_name() == "postgresql":
+                with self.warehouse_hook.get_engine().connect() as conn:
+                    schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+            outputs = [warehouse_dataset_name(url, table, schema) for table in self.lineage_writes]
+        return operator_lineage(inputs, outputs)

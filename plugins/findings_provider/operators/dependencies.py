@@ -40,6 +40,9 @@ class ExtractDependenciesOperator(_InventoryPullOperator):
     :return: ``{"dependencies", "pages", "written", "removed"}``.
     """
 
+    lineage_reads = ("dependencies",)
+    lineage_writes = ("dependencies",)
+
     def run(self, context: Any) -> dict[str, int]:
         from findings_provider.governance.dependency_inventory import extract_dependencies
 
@@ -62,6 +65,9 @@ class ExtractDependencyRepositoriesOperator(_InventoryPullOperator):
     :param prune: remove rows not served any more (default True).
     :return: ``{"repositories", "pages", "written", "removed"}``.
     """
+
+    lineage_reads = ("dependency_repositories",)
+    lineage_writes = ("dependency_repositories",)
 
     def run(self, context: Any) -> dict[str, int]:
         from findings_provider.governance.dependency_inventory import extract_repositories

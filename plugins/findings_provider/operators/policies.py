@@ -26,6 +26,9 @@ class ListPolicyRulesOperator(FindingsBaseOperator):
         under its own XCom key, so a downstream task can take ``task.output["policy_ids"]``.
     """
 
+    lineage_reads = ("policies_list", "policy_rules")
+    lineage_writes = ("policy_rules",)
+
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids")
 
     def __init__(self, *, policy_ids: Any = None, limit: int | None = None, **kwargs: Any) -> None:
@@ -168,6 +171,8 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
     :param approval_task_id: the approval task whose outcome gates the changes; None: no approval check.
     :param dry_run: log what would be applied and change nothing. Templated.
     """
+
+    lineage_writes = ("policy_changes",)
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "dry_run", "proposals")
 

@@ -85,6 +85,9 @@ class CreateTicketsOperator(FindingsBaseOperator):
     :param group_issues: one ticket per (repository, rule) group (default from pipeline.yaml).
     """
 
+    lineage_reads = ("findings", "secrets")
+    lineage_writes = ("ticket_actions", "findings", "write_ledger", "dropped_findings")
+
     template_fields: Sequence[str] = (
         *FindingsBaseOperator.template_fields, "dry_run", "tracker_project_id", "max_tickets",
     )

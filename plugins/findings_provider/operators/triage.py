@@ -42,6 +42,8 @@ class PlanTriageOperator(FindingsBaseOperator):
     :param chunk_size: ids per request, 1..3000 (default from pipeline.yaml).
     """
 
+    lineage_writes = ("triage_actions",)
+
     template_fields: Sequence[str] = (
         *FindingsBaseOperator.template_fields, "dry_run", "approval_threshold", "max_findings",
     )
@@ -134,6 +136,9 @@ class BulkTriageOperator(FindingsBaseOperator):
     :param policies: triage policies when planning here (default: pipeline.yaml).
     :param chunk_size: ids per request when planning here, 1..3000 (default: pipeline.yaml).
     """
+
+    lineage_reads = ("findings",)
+    lineage_writes = ("triage_actions", "findings", "write_ledger", "dropped_findings")
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "action_ids", "dry_run")
     ui_color = "#f9d7b5"
