@@ -212,7 +212,7 @@ class _BaseClient:
         self.retry_policy = retry_policy or RetryPolicy(
             max_retries=max_retries, max_total_seconds=max_retry_seconds
         )
-        self._http_options = {
+        self._http_options: dict[str, Any] = {
             "base_url": self.base_url,
             "headers": {
                 "Authorization": b"Bearer " + token.encode("latin-1"),
@@ -689,7 +689,7 @@ class FindingsClient(_Operations):
         return reader.outcome(response)
 
     def _paginate(self, pager: OffsetPager | CursorPager) -> Iterator[Any]:
-        call = pager.first
+        call: Call | None = pager.first
         while call is not None:
             page = self._call(call)
             yield page
@@ -757,7 +757,7 @@ class AsyncFindingsClient(_Operations):
         return reader.outcome(response)
 
     async def _paginate(self, pager: OffsetPager | CursorPager) -> AsyncIterator[Any]:  # type: ignore[override]
-        call = pager.first
+        call: Call | None = pager.first
         while call is not None:
             page = await self._call(call)
             yield page

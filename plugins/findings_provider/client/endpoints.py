@@ -230,7 +230,7 @@ def error_for_status(
     endpoint: Endpoint, status: int, body: bytes, retry_after: float | None
 ) -> FindingsApiError:
     """Map a non-2xx response to the typed error that says what to do about it."""
-    kw = {"status_code": status, "endpoint": endpoint.name, "body_excerpt": excerpt(body)}
+    kw: dict[str, Any] = {"status_code": status, "endpoint": endpoint.name, "body_excerpt": excerpt(body)}
     if status in (401, 403):
         return AuthenticationError(
             "authentication failed: check the API token, and that Web API access is enabled on it "
