@@ -10,9 +10,10 @@ Every 15 minutes (and on a manual trigger) this DAG watches the deployment's sca
    happens in the triggerer; deferred sensors count against the `findings_api` pool). Scans still running from
    earlier runs are waited for again.
 3. **refresh_scans** stores the final status of the scans that were waited for.
-4. **alert_failed_scans** fails, so that it shows in the UI, when scans ended in `SCAN_STATUS_ERROR`,
-   `SCAN_STATUS_NEVER_FINISHED` or `SCAN_STATUS_CANCELLED`; its log names the repository, branch, commit and CI
-   job URL of each. Notifiers can be plugged in (see `findings_provider.notifications`).
+4. **alert_failed_scans** alerts people when scans ended in `SCAN_STATUS_ERROR`, `SCAN_STATUS_NEVER_FINISHED` or
+   `SCAN_STATUS_CANCELLED`: one alert naming the repository, branch, commit and CI job URL of each, sent through
+   the channels of `alerts` in `include/pipeline.yaml` (mail, chat). A failed scan is not a failed pipeline: the
+   run stays green, unless `alerts.fail_on_alert` is true.
 5. **publish_scans** updates the `findings://warehouse/scans` Asset when scans completed, which starts
    `findings_extraction`.
 

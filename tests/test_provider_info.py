@@ -71,7 +71,9 @@ def test_every_module_and_class_named_in_provider_info_imports() -> None:
     assert modules
     for module in sorted(modules):
         importlib.import_module(module)
-    for dotted in [c["hook-class-name"] for c in info["connection-types"]] + info.get("extra-links", []):
+    named = [c["hook-class-name"] for c in info["connection-types"]] + info.get("extra-links", [])
+    assert "findings_provider.notifications.FindingsAlertNotifier" in info["notifications"]
+    for dotted in named + info["notifications"]:
         module, _, name = dotted.rpartition(".")
         assert isinstance(getattr(importlib.import_module(module), name), type), dotted
 

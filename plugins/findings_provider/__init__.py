@@ -116,4 +116,8 @@ def get_provider_info() -> dict:
             {"integration-name": "Security Findings", "python-modules": ["findings_provider.triggers.scan"]}
         ],
         "extra-links": ["findings_provider.operators.links.ScanLink"],
+        "notifications": [
+            "findings_provider.notifications.FindingsAlertNotifier",
+            "findings_provider.notifications.ScanAlertNotifier",
+        ],
     }

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import (
@@ -278,6 +278,43 @@ class DependencyInventoryConfig(_Strict):
     filters: DependencyFilters = Field(default_factory=DependencyFilters)
 
 
+#: What an alert is about (``findings_provider.alerts``); a channel takes every kind unless ``events`` says.
+AlertKind = Literal["scan_failed", "pipeline_failed", "approval_waiting", "new_critical", "sla_breach"]
+ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+
+
+class _Channel(_Strict):
+    #: Alert kinds this channel receives (default: every kind).
+    events: list[AlertKind] = Field(default_factory=lambda: list(ALERT_KINDS), min_length=1)
+
+
+class SmtpChannel(_Channel):
+    """Mail through an Airflow SMTP connection (the SMTP provider's hook): ``to`` one or more addresses."""
+
+    type: Literal["smtp"]
+    conn_id: str = "smtp_default"
+    to: list[str] = Field(min_length=1)
+    from_email: str | None = None  # None: the connection's ``from_email``
+
+
+class NotifierChannel(_Channel):
+    """Any Airflow notifier class (``airflow.providers.slack.notifications.slack_webhook.SlackWebhookNotifier``,
+    ...), built with ``kwargs``; ``{subject}``, ``{body}`` and ``{link}`` in a string value are the alert's."""
+
+    type: Literal["notifier"]
+    class_: str = Field(alias="class", min_length=1)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class AlertsConfig(_Strict):
+    """Where alerts go. None configured: every alert is logged as a warning saying so (never dropped silently)."""
+
+    #: True: a failed or never-finished scan also fails the scan_monitoring run (red), besides the alert.
+    fail_on_alert: bool = False
+    channels: list[Annotated[SmtpChannel | NotifierChannel, Field(discriminator="type")]] = Field(
+        default_factory=list)
+
+
 class PipelineConfig(_Strict):
     """The whole of ``include/pipeline.yaml``."""
 
@@ -290,6 +327,7 @@ class PipelineConfig(_Strict):
     policy_tuning: PolicyTuningConfig = Field(default_factory=PolicyTuningConfig)
     project_settings: ProjectSettingsConfig = Field(default_factory=ProjectSettingsConfig)
     dependency_inventory: DependencyInventoryConfig = Field(default_factory=DependencyInventoryConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     #: The file this was loaded from (to resolve relative paths such as ``project_settings.file``).
     source: Path | None = Field(default=None, exclude=True)
 

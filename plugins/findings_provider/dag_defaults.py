@@ -13,8 +13,11 @@ def default_args(**overrides: Any) -> dict[str, Any]:
     """``default_args`` for a pipeline DAG: every task retries with exponential backoff and uses the API pool.
 
     Task-level retries handle longer outages; the client's own retries handle short ones. Errors no retry can fix
-    fail at once (``AirflowFailException``) and skip the remaining retries.
+    fail at once (``AirflowFailException``) and skip the remaining retries. A task that fails for good sends a
+    ``pipeline_failed`` alert (``FindingsAlertNotifier``, through the channels of ``alerts`` in pipeline.yaml).
     """
+    from findings_provider.notifications import FindingsAlertNotifier
+
     args: dict[str, Any] = {
         "owner": OWNER,
         "retries": 3,
@@ -22,6 +25,7 @@ def default_args(**overrides: Any) -> dict[str, Any]:
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=15),
         "pool": API_POOL,
+        "on_failure_callback": [FindingsAlertNotifier("pipeline_failed")],
     }
     args.update(overrides)
     return args
@@ -90,6 +94,7 @@ def approval_steps(
     (``operator``, default ``PlanApprovalOperator``; ``extra`` its own arguments) records the answer, which the
     write task checks. Unanswered for a day means Reject: nothing is written and the next run asks again.
     """
+    from findings_provider.notifications import FindingsAlertNotifier
     from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
 
     check = ApprovalBranchOperator(
@@ -107,6 +112,7 @@ def approval_steps(
         defaults="Reject",
         response_timeout=timedelta(days=1),
         pool="default_pool",
+        notifiers=[FindingsAlertNotifier("approval_waiting")],  # someone is told, with a link to the page
         **extra,
     )
     return check, approve

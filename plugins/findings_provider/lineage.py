@@ -21,21 +21,14 @@ from urllib.parse import urlsplit
 from sqlalchemy.engine import URL
 
 from findings_provider.client.endpoints import ENDPOINTS
-
-
-class _Placeholders(dict):
-    """Path parameters: an unknown one stays ``{name}`` (a policy id, a deployment key the run never resolved)."""
-
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+from findings_provider.text import fill
 
 
 def api_dataset_name(base_url: str, operation: str, *, deployment_id: str | None,
                      deployment_slug: str | None) -> tuple[str, str]:
     """(namespace, name) of one API operation of ``client.endpoints.ENDPOINTS``."""
     parts = urlsplit(base_url)
-    known = {"deployment_id": deployment_id, "deployment_slug": deployment_slug}
-    path = ENDPOINTS[operation].path.format_map(_Placeholders({k: v for k, v in known.items() if v}))
+    path = fill(ENDPOINTS[operation].path, {"deployment_id": deployment_id, "deployment_slug": deployment_slug})
     return f"{parts.scheme}://{parts.netloc}", f"{parts.path.rstrip('/')}{path}"
 
 

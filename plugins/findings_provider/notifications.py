@@ -40,3 +40,60 @@ class ScanAlertNotifier(BaseNotifier):
 def format_alerts(alerts: list[dict[str, Any]]) -> str:
     """The alerts as plain text, one line per scan, as in the task log (for chat or e-mail notifiers)."""
     return "\n".join(ScanAlert(**alert).line() for alert in alerts)
+
+
+class FindingsAlertNotifier(BaseNotifier):
+    """Sends a programme alert through the channels of ``alerts`` in ``include/pipeline.yaml``
+    (``findings_provider.alerts``): SMTP connections or other Airflow notifiers; none configured, a warning.
+
+    ``kind`` says what the context is about:
+
+    - ``pipeline_failed`` (the ``on_failure_callback`` of every pipeline task): the DAG, task, run, try and the
+      error, with a link to the task's log;
+    - ``approval_waiting`` (the ``notifiers`` of the approval tasks): the approval's subject, with a link to its
+      Required Actions page.
+    """
+
+    template_fields = ("kind",)
+
+    def __init__(self, kind: str = "pipeline_failed") -> None:
+        super().__init__()
+        self.kind = kind
+
+    def notify(self, context: Any) -> None:
+        from findings_provider.alerts import deliver
+
+        deliver([context_alert(self.kind, context)], context=context, logger=self.log)
+
+
+def context_alert(kind: str, context: Any) -> Any:
+    """The alert of ``kind`` about the task instance of ``context``."""
+    from findings_provider.alerts import Alert
+
+    ti = context.get("ti") or context.get("task_instance")
+    dag_id = getattr(ti, "dag_id", None) or "?"
+    task_id = getattr(ti, "task_id", None) or "?"
+    run_id = context.get("run_id") or getattr(ti, "run_id", None) or "?"
+    if kind == "approval_waiting":
+        task = context.get("task")
+        return Alert(kind, f"approval waiting: {dag_id}.{task_id} ({run_id})",
+                     str(getattr(task, "subject", "") or ""), _approval_link(context) or _log_url(ti))
+    error = context.get("exception")
+    return Alert(kind, f"findings pipeline failed: {dag_id}.{task_id} ({run_id}, try {getattr(ti, 'try_number', '?')})",
+                 f"{type(error).__name__}: {error}" if error is not None else "the task failed", _log_url(ti))
+
+
+def _log_url(ti: Any) -> str | None:
+    try:
+        return getattr(ti, "log_url", None)
+    except Exception:  # a task instance outside a run has no URL
+        return None
+
+
+def _approval_link(context: Any) -> str | None:
+    try:
+        from airflow.providers.standard.operators.hitl import HITLOperator
+
+        return HITLOperator.generate_link_to_ui_from_context(context=context)
+    except Exception:  # no [api] base_url configured: the task's log link instead
+        return None

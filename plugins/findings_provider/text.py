@@ -41,3 +41,12 @@ def csv_cell(value: Any, limit: int = 1000) -> Any:
         return value
     text = truncate(value, limit)
     return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def fill(template: str, values: dict[str, Any]) -> str:
+    """``{name}`` replaced by ``values[name]`` where given (as text); every other character, braces included,
+    kept as written (unlike ``str.format``, a stray brace or an unknown name is no error)."""
+    return _PLACEHOLDER.sub(lambda m: str(values[m[1]]) if values.get(m[1]) is not None else m[0], template)

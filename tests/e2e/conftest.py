@@ -22,10 +22,13 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from smtp_inbox import Mailbox  # noqa: E402
+
 from devtools.stack import EmulatorOptions, Stack  # noqa: E402
 
 from .helpers import (  # noqa: E402
     ACTIVE_STACKS,
+    ALERTS_TO,
     E2E_EMULATOR_ARGS,
     TIMINGS,
     PipelineResult,
@@ -62,12 +65,22 @@ def e2e_home() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def e2e_stack(e2e_home: Path) -> Iterator[Stack]:
-    """LocalExecutor + SQLite + emulator, on free ports, in a temporary AIRFLOW_HOME; stopped at session end."""
+def inbox() -> Iterator[Mailbox]:
+    """A real SMTP server the SQLite stack's alerts go to (``AIRFLOW_CONN_SMTP_DEFAULT``)."""
+    with Mailbox() as box:
+        yield box
+
+
+@pytest.fixture(scope="session")
+def e2e_stack(e2e_home: Path, inbox: Mailbox) -> Iterator[Stack]:
+    """LocalExecutor + SQLite + emulator, on free ports, in a temporary AIRFLOW_HOME; stopped at session end.
+    Alerts are mailed to ``inbox``."""
     home = e2e_home / "airflow"
     stack = Stack(
         home,
-        pipeline_config=write_test_pipeline_config(e2e_home),
+        pipeline_config=write_test_pipeline_config(
+            e2e_home, alerts={"channels": [{"type": "smtp", "conn_id": "smtp_default", "to": [ALERTS_TO]}]}),
+        extra_env={"AIRFLOW_CONN_SMTP_DEFAULT": inbox.connection_json()},
         emulator=EmulatorOptions(token="e2e-token", findings=5000, extra_args=E2E_EMULATOR_ARGS),
         fast=True,
         progress=lambda msg: print(f"[e2e stack] {msg}", flush=True),

@@ -36,11 +36,14 @@ SENSOR_TASK = "wait_for_scan"
 SCAN_TRIGGER_CLASSPATH = "findings_provider.triggers.scan.ScanStatusTrigger"
 
 
-def write_test_pipeline_config(dest_dir: Path) -> Path:
+def write_test_pipeline_config(dest_dir: Path, alerts: dict[str, Any] | None = None) -> Path:
     """A copy of ``include/pipeline.yaml`` for the tests: no schedules (no scheduled runs besides the ones the
-    tests trigger and the Asset chain), a short sensor poll interval, the repository's ``projects.yaml``."""
+    tests trigger and the Asset chain), a short sensor poll interval, the repository's ``projects.yaml``;
+    ``alerts``: the alerts section (default: the shipped one, no channel)."""
     source = REPO / "include" / "pipeline.yaml"
     config = yaml.safe_load(source.read_text())
+    if alerts is not None:
+        config["alerts"] = alerts
     for section in config.values():
         if isinstance(section, dict) and "schedule" in section:
             section["schedule"] = None
@@ -211,7 +214,7 @@ def run_pipeline(stack: Stack, dags: tuple[str, ...] = PIPELINE_DAGS, timeout: f
             first_scan_run = trigger("scan_monitoring")
 
             # Once the first scan_monitoring run is over: a second run, with a RUNNING scan that ends in
-            # SCAN_STATUS_ERROR while the run waits for it; alert_failed_scans must fail that run and name the scan.
+            # SCAN_STATUS_ERROR while the run waits for it; alert_failed_scans must mail an alert naming the scan.
             def failing_scan_run() -> None:
                 result.failing_scan = admin.create_scan(status="SCAN_STATUS_RUNNING", finish_after=FAILING_SCAN_AFTER,
                                                         final_status="SCAN_STATUS_ERROR")
@@ -250,9 +253,11 @@ ACTIVE_STACKS: list[tuple[str, Stack]] = []
 TIMINGS: dict[str, float] = {}
 
 # The emulator data of the e2e stacks: 5000 findings (two pages of 3000 code findings), and no generated scans
-# (the generated ones include failed and never-finished scans, which would fail the first scan_monitoring run by
-# design); the suite adds the scans it needs through the admin route (POST /_emulator/scans).
+# (the generated ones include failed and never-finished scans, whose alerts would blur the ones the tests check);
+# the suite adds the scans it needs through the admin route (POST /_emulator/scans).
 E2E_EMULATOR_ARGS = ("--scans", "0")
+#: Where the SQLite stack mails its alerts (to the session's SMTP server, ``inbox``).
+ALERTS_TO = "appsec@example.test"
 
 
 def start_stack(name: str, stack: Stack) -> Stack:

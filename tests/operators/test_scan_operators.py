@@ -72,9 +72,9 @@ def test_alert_fails_naming_repository_branch_commit_and_ci_job(fresh, warehouse
         raise RuntimeError("chat is down")
 
     op = ScanFailureAlertOperator(task_id="alert", scan_ids=[str(created["id"]), generated],
-                                  notifiers=[broken, CollectingNotifier()])
+                                  notifiers=[broken, CollectingNotifier()], fail_on_alert=True)
     first = make_context("run-1")
-    with pytest.raises(AirflowFailException) as raised:
+    with pytest.raises(AirflowFailException) as raised:  # fail_on_alert: the red run some teams alert on
         op.execute(first)
     text = str(raised.value)
     assert text.startswith("2 scan(s) failed or never finished:")
@@ -95,6 +95,15 @@ def test_alert_fails_naming_repository_branch_commit_and_ci_job(fresh, warehouse
     assert op.execute(make_context("run-2")) == {"alerted": 0}  # another run does not alert twice
     with pytest.raises(AirflowFailException):
         op.execute(make_context("run-1"))  # a rerun of the alerting run does
+
+
+def test_a_failed_scan_is_alerted_and_the_task_succeeds_by_default(fresh, warehouse) -> None:
+    created = fresh.create_scan(status="SCAN_STATUS_ERROR", exit_code=3)
+    op = ScanFailureAlertOperator(task_id="alert", scan_ids=[str(created["id"])])
+    context = make_context("run-green")
+    result = op.execute(context)  # no exception: a failed scan is not a failed pipeline
+    assert result == {"alerted": 1, "delivery": {"sent": 0, "failed": 0, "unrouted": 1}}  # no channel: logged
+    assert [a["scan_id"] for a in context["ti"].xcom["scan_alerts"]] == [str(created["id"])]
 
 
 def test_no_failures_no_alert(fresh, warehouse, context) -> None:

@@ -9,12 +9,13 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseNotifier
-from airflow.sdk.exceptions import AirflowFailException
 
+from findings_provider.alerts import Alert, deliver
+from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import scans
-from findings_provider.values import as_int, as_str_list
+from findings_provider.values import as_bool, as_int, as_str_list
 
 #: Dotted paths (comma-separated) of extra notifiers every ScanFailureAlertOperator calls, e.g.
 #: ``my_company.alerts.SlackScanAlertNotifier``: a hook point that needs no DAG change.
@@ -97,26 +98,32 @@ AlertHook = BaseNotifier | Callable[[list[dict[str, Any]], Any], None]
 
 
 class ScanFailureAlertOperator(FindingsBaseOperator):
-    """Fail, so a person sees it in the Airflow UI, when scans finished unsuccessfully or never finished.
+    """Alert people when scans finished unsuccessfully or never finished; a failed scan is not a failed pipeline.
 
     For each scan no earlier run alerted about, it fetches the scan's details and logs one line naming the
-    repository, branch, commit, exit code and CI job URL; then calls every notifier (the ``notifiers``
-    given here, then those named in ``$FINDINGS_SCAN_ALERT_NOTIFIERS``) and raises ``AirflowFailException``
-    with the alert text. A notifier is a ``BaseNotifier`` (it finds the alerts in ``context["scan_alerts"]``)
-    or a callable ``(alerts, context)``; a failing notifier is logged, never hides the alert. With nothing to
-    report the task succeeds. The alerts are also pushed to XCom (``scan_alerts``, a short list).
+    repository, branch, commit, exit code and CI job URL; sends one ``scan_failed`` alert listing them through
+    the channels of ``alerts`` in pipeline.yaml (``findings_provider.alerts``: mail, chat; none configured, a
+    warning says so); then calls every extra notifier (the ``notifiers`` given here, then those named in
+    ``$FINDINGS_SCAN_ALERT_NOTIFIERS``, kept for compatibility). A notifier is a ``BaseNotifier`` (it finds the
+    alerts in ``context["scan_alerts"]``) or a callable ``(alerts, context)``; a failing one is logged, never
+    hides the alert. The task succeeds (the run stays green) unless ``fail_on_alert``: then it raises
+    ``AirflowFailException`` with the alert text, as teams that alert on failed runs want. The alerts are also
+    pushed to XCom (``scan_alerts``, a short list).
 
     :param scan_ids: scans that did not succeed (templated; an XCom of ``RefreshScansOperator``).
-    :param notifiers: extra notifiers to call before failing.
+    :param notifiers: extra notifiers to call.
+    :param fail_on_alert: fail the task when there was something to alert (None: ``alerts.fail_on_alert``).
     """
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "scan_ids")
     ui_color = "#f6d5d5"
 
-    def __init__(self, *, scan_ids: Any = (), notifiers: Sequence[AlertHook] | None = None, **kwargs: Any):
+    def __init__(self, *, scan_ids: Any = (), notifiers: Sequence[AlertHook] | None = None,
+                 fail_on_alert: bool | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.scan_ids = scan_ids
         self.notifiers = list(notifiers or ())
+        self.fail_on_alert = fail_on_alert
 
     def run(self, context: Any) -> dict[str, Any]:
         warehouse = self.warehouse_hook.get_warehouse()
@@ -133,10 +140,18 @@ class ScanFailureAlertOperator(FindingsBaseOperator):
             self.log.error("%s", alert.line())
         payload = [a.as_dict() for a in alerts]
         context["ti"].xcom_push(key="scan_alerts", value=payload[:50])
+        text = "\n".join(a.line() for a in alerts)
+        subject = f"{len(alerts)} scan(s) failed or never finished"
+        config = load_pipeline_config().alerts
+        links = [a.ci_job_url for a in alerts if a.ci_job_url]
+        delivery = deliver([Alert("scan_failed", subject, text, links[0] if len(links) == 1 else None)], config,
+                           context, logger=self.log)
         self._notify(payload, context)
         scans.mark_alerted(warehouse, fresh, run_id)
-        text = "\n".join(a.line() for a in alerts)
-        raise AirflowFailException(f"{len(alerts)} scan(s) failed or never finished:\n{text}")
+        fail = config.fail_on_alert if self.fail_on_alert is None else as_bool(self.fail_on_alert, "fail_on_alert")
+        if fail:
+            raise AirflowFailException(f"{subject}:\n{text}")
+        return {"alerted": len(alerts), "delivery": delivery.as_dict()}
 
     def _notify(self, alerts: list[dict[str, Any]], context: Any) -> None:
         for notifier in [*self.notifiers, *_env_notifiers()]:

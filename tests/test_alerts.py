@@ -1,0 +1,133 @@
+"""Alerts reach people: the channels of ``alerts`` in pipeline.yaml, a real SMTP server, a notifier class; an alert no
+channel takes is logged, a broken channel does not hide the alert from the others."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from findings_provider.alerts import Alert, deliver
+from findings_provider.config import AlertsConfig, ConfigError, load_pipeline_config
+from findings_provider.notifications import FindingsAlertNotifier, context_alert
+from smtp_inbox import Mailbox
+
+ROOT = Path(__file__).resolve().parents[1]
+SENT: list[dict[str, Any]] = []
+
+
+class RecordingNotifier:
+    """Stands for any Airflow notifier class named in a ``notifier`` channel (built with the channel's kwargs)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+    def notify(self, context: Any) -> None:
+        if self.kwargs.get("broken"):
+            raise RuntimeError("chat is down")
+        SENT.append(self.kwargs)
+
+
+@pytest.fixture
+def mailbox(monkeypatch: pytest.MonkeyPatch):
+    with Mailbox() as box:
+        monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", box.connection_json())
+        yield box
+
+
+def config(*channels: dict[str, Any], **rest: Any) -> AlertsConfig:
+    return AlertsConfig.model_validate({"channels": list(channels), **rest})
+
+
+def test_an_alert_is_mailed_through_the_smtp_connection(mailbox: Mailbox) -> None:
+    alert = Alert("scan_failed", "2 scan(s) failed or never finished", "scan 7 <error> in acme/api",
+                  "https://ci.example.test/job/7")
+    done = deliver([alert], config({"type": "smtp", "to": ["appsec@example.test", "lead@example.test"]}))
+    assert done.as_dict() == {"sent": 1, "failed": 0, "unrouted": 0}
+    (mail,) = mailbox.wait_for(lambda m: True)
+    assert mail.subject == "2 scan(s) failed or never finished"
+    assert set(mail.recipients) == {"appsec@example.test", "lead@example.test"}
+    assert mail.sender == "findings-airflow@example.test"  # the connection's from_email
+    assert "scan 7 &lt;error&gt; in acme/api" in mail.text  # escaped in the HTML body
+    assert 'href="https://ci.example.test/job/7"' in mail.text
+
+
+def test_channels_take_their_events_and_a_broken_one_hides_nothing(mailbox: Mailbox, caplog) -> None:
+    SENT.clear()
+    cfg = config(
+        {"type": "notifier", "class": f"{__name__}.RecordingNotifier", "kwargs": {"broken": True}},
+        {"type": "notifier", "class": f"{__name__}.RecordingNotifier",
+         "kwargs": {"text": "{subject} -> {link} {unknown} {", "channel": "#appsec"}, "events": ["scan_failed"]},
+        {"type": "smtp", "to": ["oncall@example.test"], "events": ["pipeline_failed"]},
+    )
+    alerts = [Alert("scan_failed", "1 scan(s) failed", "scan 9", "https://ci/9"),
+              Alert("pipeline_failed", "task failed", "ValueError: x"),
+              Alert("approval_waiting", "approve me", "")]
+    with caplog.at_level(logging.WARNING):
+        done = deliver(alerts, cfg)
+    # the broken notifier takes every kind and fails each time; the others still send theirs
+    assert done.as_dict() == {"sent": 2, "failed": 3, "unrouted": 0}
+    assert SENT == [{"text": "1 scan(s) failed -> https://ci/9 {unknown} {", "channel": "#appsec"}]
+    assert [m.subject for m in mailbox.wait_for(lambda m: True)] == ["task failed"]
+    assert caplog.text.count("chat is down") == 3
+    assert "no alert channel configured" not in caplog.text  # a failed channel is not a missing one
+
+
+def test_an_alert_no_channel_takes_is_logged_saying_so(caplog) -> None:
+    with caplog.at_level(logging.WARNING):
+        done = deliver([Alert("scan_failed", "3 scan(s) failed", "...")], config())
+    assert done.as_dict() == {"sent": 0, "failed": 0, "unrouted": 1}
+    assert "no alert channel configured for scan_failed alerts" in caplog.text
+    assert "3 scan(s) failed" in caplog.text
+
+
+@pytest.mark.parametrize(("alerts", "message"), [
+    ({"channels": [{"type": "smtp"}]}, "alerts.channels.0.smtp.to"),
+    ({"channels": [{"type": "smtp", "to": []}]}, "alerts.channels.0.smtp.to"),
+    ({"channels": [{"type": "pager"}]}, "alerts.channels.0"),
+    ({"channels": [{"type": "smtp", "to": ["a@b"], "events": ["scan_exploded"]}]}, "scan_exploded"),
+    ({"fail_on_alert": "sometimes"}, "alerts.fail_on_alert"),
+])
+def test_a_bad_alerts_section_names_the_field(tmp_path: Path, alerts: dict, message: str) -> None:
+    data = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
+    data["alerts"] = alerts
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        load_pipeline_config(path)
+
+
+def test_the_shipped_file_routes_nothing_and_keeps_runs_green() -> None:
+    shipped = load_pipeline_config(ROOT / "include" / "pipeline.yaml").alerts
+    assert shipped.channels == []
+    assert shipped.fail_on_alert is False
+
+
+def test_the_failure_callback_mails_the_task_and_its_error(mailbox: Mailbox, monkeypatch, tmp_path) -> None:
+    data = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
+    data["alerts"] = {"channels": [{"type": "smtp", "to": ["oncall@example.test"]}]}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("FINDINGS_PIPELINE_CONFIG", str(path))
+    ti = SimpleNamespace(dag_id="findings_extraction", task_id="extract_findings", run_id="manual__1",
+                         try_number=4, log_url="http://airflow.test/dags/findings_extraction/runs/manual__1")
+    FindingsAlertNotifier("pipeline_failed").notify({"ti": ti, "exception": ValueError("the warehouse is gone")})
+    (mail,) = mailbox.wait_for(lambda m: True)
+    assert mail.subject == "findings pipeline failed: findings_extraction.extract_findings (manual__1, try 4)"
+    assert "ValueError: the warehouse is gone" in mail.text
+    assert ti.log_url in mail.text
+
+
+def test_an_approval_alert_names_the_request_and_links_to_its_page() -> None:
+    ti = SimpleNamespace(dag_id="ticket_creation", task_id="approve_tickets", run_id="r1", map_index=-1,
+                         log_url="http://airflow.test/log")
+    task = SimpleNamespace(subject="Create 240 tickets (above the cap of 100)?")
+    alert = context_alert("approval_waiting", {"ti": ti, "task_instance": ti, "task": task})
+    assert alert.subject == "approval waiting: ticket_creation.approve_tickets (r1)"
+    assert alert.body == "Create 240 tickets (above the cap of 100)?"
+    assert alert.link is not None
+    assert alert.link.endswith(("/dags/ticket_creation/runs/r1/tasks/approve_tickets/required_actions?map_index=-1",
+                                "http://airflow.test/log"))
