@@ -257,8 +257,7 @@ def test_scan_monitoring_waits_alerts_and_publishes(stack: dict[str, Any]) -> No
     assert result.asset_events == ["findings://warehouse/scans"]  # scans completed: the next stage starts
     assert tis["alert_failed_scans"] == "success"  # a failed scan is alerted, not a failed pipeline
     assert result.state == "success"
-    assert ("no alert channel configured for scan_failed alerts (alerts.channels in include/pipeline.yaml): "
-            "1 scan(s) failed or never finished") in result.output
+    assert "no alert channel configured for scan_failed alerts" in result.output  # logged, never dropped
     assert f"scan {errors['id']} SCAN_STATUS_ERROR" in result.output
     assert "branch feature/broken" in result.output
     assert f"commit {errors['commit']}" in result.output
