@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from findings_provider.alerts import Alert, deliver
 from findings_provider.pipeline.scans import ScanAlert
 
 
@@ -61,15 +62,11 @@ class FindingsAlertNotifier(BaseNotifier):
         self.kind = kind
 
     def notify(self, context: Any) -> None:
-        from findings_provider.alerts import deliver
-
         deliver([context_alert(self.kind, context)], context=context, logger=self.log)
 
 
-def context_alert(kind: str, context: Any) -> Any:
+def context_alert(kind: str, context: Any) -> Alert:
     """The alert of ``kind`` about the task instance of ``context``."""
-    from findings_provider.alerts import Alert
-
     ti = context.get("ti") or context.get("task_instance")
     dag_id = getattr(ti, "dag_id", None) or "?"
     task_id = getattr(ti, "task_id", None) or "?"
