@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,8 @@ def summarise(results: dict[str, dict[str, list[dict[str, Any]]]], findings: int
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    lines = [
+    lines = [f"Measured by `{summary['command']}` on {summary['date']}.", ""] if "command" in summary else []
+    lines += [
         f"N = {summary['findings']:,} findings (sast + sca), {summary['runs']} interleaved runs per dialect, medians; "
         "SQLite warehouse, full refresh through `ExtractFindingsOperator`.",
         "",
@@ -112,6 +114,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dialects-") as work:
         summary = measure(args.findings, args.runs, Path(work))
+    summary["command"] = " ".join(["python bench/dialects.py", *sys.argv[1:]])
+    summary["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(markdown(summary))
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2) + "\n")

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dialects
 from common import (
     BENCH_DIR,
     DEFAULT_PG_ADMIN_URL,
@@ -53,6 +54,7 @@ TARGETS = {
     "rss_flat_within": 0.20,
     "dag_parse_s": 0.3,
     "emulator_served_per_s": 20_000,
+    "real_dialect_cost": dialects.MAX_COST,
 }
 
 
@@ -376,6 +378,12 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
             diff = abs(rss_large - rss_small) / rss_large
             add(f"peak RSS flat in N: N={int(keys[0]):,} within 20% of {label} ({backend})",
                 f"{rss_small:.0f} vs {rss_large:.0f} MB ({diff:.0%} apart)", diff <= TARGETS["rss_flat_within"])
+    if "dialects" in results:
+        d = results["dialects"]
+        cost = max(m["throughput_cost"] for m in d["modes"].values())
+        add(f"the real dialect costs <= {dialects.MAX_COST:.0%} of extraction throughput "
+            f"(N={d['findings']:,})", f"{cost:+.1%} at worst (first load and re-sync)", d["met"],
+            "; ".join(d["problems"]))
     for name, parse in results.get("dag_parse", {}).items():
         add(f"DAG file {name} parses in < {TARGETS['dag_parse_s']} s", f"{parse['parse_s_median']:.3f} s",
             parse["parse_s_median"] < TARGETS["dag_parse_s"] and not parse["import_errors"])
@@ -496,6 +504,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"| triage | {t['selected']:,} | {t['reread_requests']} ({t['reread_budget']}) | {t['dropped']} |",
             f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} |",
             ""]
+    if "dialects" in results:
+        lines += ["## Wire dialects", "", "`bench/dialects.py`: the same seed served in the reference's dialect "
+                  "and in the real service's (`--dialect real`), extracted side by side.", "",
+                  dialects.markdown(results["dialects"]), ""]
     lines += ["## Airflow costs", "", "DAG parse time, each file in a fresh interpreter the way the DAG processor "
               "parses it (`bench/dag_parse.py`: Airflow and the file's `airflow.*` imports loaded first, then the "
               "processor's own `_parse_file`: stability check, `BundleDagBag`, serialisation):", "",
@@ -551,6 +563,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated N")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--skip-dialects", action="store_true",
+                        help="leave out the side-by-side extraction against both wire dialects (bench/dialects.py)")
     parser.add_argument("--no-profile", dest="profile", action="store_false")
     parser.add_argument("--dag-runs", type=int, default=3, help="fresh-interpreter parses per DAG file")
     parser.add_argument("--triage", type=int, default=10_000, help="findings to bulk-triage")
@@ -600,6 +614,9 @@ def main(argv: list[str] | None = None) -> int:
         results["dag_parse"] = measure_dag_parse(runner, args.dag_runs)
         for index, size in enumerate(sizes):
             results["sizes"][str(size)] = measure_size(runner, size, pg_url, with_bulk=index == 0)
+        if not args.skip_dialects:
+            log(f"N={sizes[0]}: the extraction against both wire dialects")
+            results["dialects"] = dialects.measure(sizes[0], args.runs, workdir)
     finally:
         if pg_url:
             drop_pg_database(args.pg_admin_url, pg_url)
