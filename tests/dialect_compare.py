@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 #: Secrets in the real dialect have no rule name (a provider type instead), triage state or reason, first scan,
-#: fingerprint or relevant_since (canonically their createdAt, a different moment than the reference's
-#: relevant_since); the emulator also shows reviewing/fixing secrets as open there.
+#: fingerprint, triage or state-change time, or relevant_since (canonically their createdAt, a different moment
+#: than the reference's relevant_since); the emulator also shows reviewing/fixing secrets as open there.
 SECRETS_ONLY_IN_REFERENCE = {"rule_name", "triage_state", "triage_reason", "first_seen_scan_id", "match_based_id",
-                             "status", "relevant_since"}
+                             "status", "relevant_since", "triaged_at", "state_updated_at"}
+#: Canonical timestamps: equal within ``CLOCK_SLACK``.
+TIMESTAMPS = {"relevant_since", "triaged_at", "state_updated_at"}
 #: Both emulators generate their data relative to their own start: timestamps differ by that much.
 CLOCK_SLACK = timedelta(minutes=5)
 #: Columns that are not canonical values: the bytes as received, and when this warehouse wrote the row.
@@ -47,7 +49,7 @@ def canonical_differences(reference: dict[tuple[str, int], dict[str, Any]],
         for column, value in ref.items():
             if column in NOT_CANONICAL or (key[0] == "secrets" and column in SECRETS_ONLY_IN_REFERENCE):
                 continue
-            if column == "relevant_since" and value is not None and other[column] is not None:
+            if column in TIMESTAMPS and value is not None and other[column] is not None:
                 if abs(other[column] - value) > CLOCK_SLACK:
                     differences.append((key, column, value, other[column]))
             elif other[column] != value:

@@ -79,7 +79,8 @@ def test_typed_model_and_raw_row_path_agree(issue_type, dialect, finding):
         "autotriage_verdict": f.autotriage_verdict, "reachability": f.reachability,
         "match_based_id": f.match_based_id, "relevant_since": utc_text(f.relevant_since),
         "external_ticket_id": f.external_ticket_id, "first_seen_scan_id": f.first_seen_scan_id,
-        "validation_state": f.validation_state, "path": f.path,
+        "validation_state": f.validation_state, "path": f.path, "triaged_at": utc_text(f.triaged_at),
+        "state_updated_at": utc_text(f.state_updated_at),
     }
     stored = row(issue_type, finding)
     assert stored.pop("raw") == orjson.dumps(finding).decode()  # the bytes as received

@@ -283,3 +283,25 @@ def test_values_the_warehouse_cannot_hold_are_reported_and_the_pull_goes_on(api:
          "action": "stored as NULL"},
     ]
     assert warehouse.get_state(extraction.watermark_key("sast")) is not None
+
+
+def test_history_records_what_a_full_refresh_sees_change_once_and_snapshots_each_day(api: FakeApi, warehouse) -> None:
+    from findings_provider.warehouse.schema import finding_events, finding_snapshots
+
+    api.findings["sast"] = [finding(i, minutes_ago=24 * 60 + 180 * i) for i in range(1, 6)]
+    warehouse.run_id = "scheduled__first"
+    run(api, warehouse)  # first sync: the starting state, no events
+    api.by_id("sast", 3)["status"] = "fixed"
+    warehouse.run_id = "scheduled__second"
+    run(api, warehouse, now=NOW + HOUR, full_refresh=True)
+    warehouse.run_id = "manual__rerun"
+    run(api, warehouse, now=NOW + 2 * HOUR, full_refresh=True)  # the same state again: nothing new
+    run(api, warehouse, now=NOW + timedelta(days=1), full_refresh=True)
+    with warehouse.engine.connect() as conn:
+        recorded = [tuple(r) for r in conn.execute(select(
+            finding_events.c.finding_id, finding_events.c.field, finding_events.c.old_value,
+            finding_events.c.new_value, finding_events.c.run_id))]
+        days = dict(conn.execute(select(finding_snapshots.c.day, finding_snapshots.c["count"]).where(
+            finding_snapshots.c.status == "fixed")).all())
+    assert recorded == [(3, "status", "open", "fixed", "scheduled__second")]
+    assert days == {(NOW + timedelta(days=1)).date().isoformat(): 1, NOW.date().isoformat(): 1}

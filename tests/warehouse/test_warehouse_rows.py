@@ -44,6 +44,8 @@ SAST = b"""{
   "status": "open",
   "triage_state": "untriaged",
   "triage_reason": "no_triage_reason",
+  "triaged_at": null,
+  "state_updated_at": "2020-11-19 08:00:00.5+00:00",
   "sourcing_policy": {"id": 1, "name": "Default", "slug": "default"},
   "assistant": {
     "autofix": {"explanation": null, "fix_code": "cursor.execute(q, (x,))"},
@@ -117,6 +119,8 @@ def test_sast_finding_maps_every_column():
         "first_seen_scan_id": 77,
         "validation_state": None,
         "path": "src/db.py",
+        "triaged_at": None,
+        "state_updated_at": "2020-11-19 08:00:00.500000+00:00",
         "raw": SAST.decode(),
     }
 
@@ -423,7 +427,8 @@ def test_real_dialect_secret_maps_to_canonical_columns():
         "triage_state": None, "triage_reason": None, "autotriage_verdict": "false_positive",
         "reachability": None, "match_based_id": None, "relevant_since": "2024-07-11 20:46:25.269650+00:00",
         "external_ticket_id": 12, "first_seen_scan_id": None,
-        "validation_state": "confirmed_valid", "path": "config/aws.py",
+        "validation_state": "confirmed_valid", "path": "config/aws.py", "triaged_at": None,
+        "state_updated_at": None,
     }
 
 

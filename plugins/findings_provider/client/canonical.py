@@ -174,6 +174,8 @@ FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
         ),
     ),
     "first_seen_scan_id": ("id", (("first_seen_scan_id",),)),
+    "triaged_at": ("timestamp", (("triaged_at",), ("triagedAt",))),
+    "state_updated_at": ("timestamp", (("state_updated_at",), ("stateUpdatedAt",))),
     "validation_state": ("validation_state", (("validation_state",), ("validationState",))),
     "path": (
         "file_path",

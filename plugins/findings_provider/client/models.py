@@ -607,7 +607,7 @@ class Assistant(ApiModel):
 _CANONICAL_ATTRIBUTES = (
     "id", "repository_name", "ref", "rule_name", "severity", "confidence", "status", "triage_state",
     "triage_reason", "autotriage_verdict", "reachability", "match_based_id", "relevant_since",
-    "external_ticket_id", "first_seen_scan_id", "validation_state", "path",
+    "external_ticket_id", "first_seen_scan_id", "validation_state", "path", "triaged_at", "state_updated_at",
 )
 
 

@@ -38,9 +38,12 @@ class FindingsWarehouseHook(BaseHook):
     default_conn_name = DEFAULT_CONN_ID
     hook_name = "Findings warehouse"
 
-    def __init__(self, warehouse_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(self, warehouse_conn_id: str = DEFAULT_CONN_ID, *, run_id: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.warehouse_conn_id = warehouse_conn_id
+        #: The Airflow run using the warehouse: recorded with the changes of findings it observes.
+        self.run_id = run_id
 
     def get_url(self) -> URL:
         """Return the warehouse's SQLAlchemy URL (the fallback SQLite file when the connection is absent)."""
@@ -67,7 +70,7 @@ class FindingsWarehouseHook(BaseHook):
 
     @cached_property
     def _warehouse(self) -> Warehouse:
-        warehouse = Warehouse(self._engine)
+        warehouse = Warehouse(self._engine, run_id=self.run_id)
         warehouse.create_all()
         return warehouse
 

@@ -58,6 +58,7 @@ class FindingsBaseOperator(BaseOperator):
         return FindingsWarehouseHook(warehouse_conn_id=self.warehouse_conn_id)
 
     def execute(self, context: Any) -> Any:
+        self.warehouse_hook.run_id = context.get("run_id")
         try:
             return self.run(context)
         except Exception as exc:

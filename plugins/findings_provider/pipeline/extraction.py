@@ -408,6 +408,8 @@ def run_extraction(
         )
     if error is not None:
         raise error
+    snapshot = warehouse.take_snapshot(now.date())
+    log.info("snapshot of %s: %d rows of counts by issue type, repository, severity and status", now.date(), snapshot)
     return {
         "issue_types": results,
         "written": sum(r["written"] for r in results.values()),

@@ -74,6 +74,8 @@ FINDING_COLUMNS = (
     "first_seen_scan_id",
     "validation_state",
     "path",
+    "triaged_at",
+    "state_updated_at",
     "raw",
 )
 SCAN_COLUMNS = (

@@ -105,6 +105,8 @@ findings = Table(
     Column("first_seen_scan_id", BigInteger),
     Column("validation_state", Text),  # secrets: whether the secret was checked live (added in schema 2)
     Column("path", Text),  # the file the finding is in (added in schema 2)
+    Column("triaged_at", UtcDateTime),  # when a person or a policy last triaged it (added in schema 3)
+    Column("state_updated_at", UtcDateTime),  # when its status last changed in the service (added in schema 3)
     Column("raw", Text, nullable=False),
     _synced_at(),
     PrimaryKeyConstraint("issue_type", "id", name="pk_findings"),
@@ -256,4 +258,40 @@ dropped_findings = Table(
     Column("finding_id", BigInteger, nullable=False),
     Column("reason", Text, nullable=False),
     _created_at(),
+)
+
+#: Every observed change of a finding's tracked fields (``HISTORY_FIELDS``), one row per field and change: the
+#: value the warehouse held and the value a read of the service returned, when that read was stored and by which
+#: run. Written in the transaction of the upsert that stores the change, so a rerun or a full refresh that reads
+#: the same state records nothing twice. A finding's first observation is not an event: its row (with
+#: ``relevant_since``, ``triaged_at`` and ``state_updated_at``) is the starting state.
+finding_events = Table(
+    "finding_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("issue_type", Text, nullable=False),
+    Column("finding_id", BigInteger, nullable=False),
+    Column("field", Text, nullable=False),
+    Column("old_value", Text),
+    Column("new_value", Text),
+    Column("observed_at", UtcDateTime, nullable=False),
+    Column("run_id", Text),
+    Index("ix_finding_events_finding", "issue_type", "finding_id"),
+    Index("ix_finding_events_observed", "observed_at"),
+)
+
+#: Counts of findings per UTC day, issue type, repository, severity and status, as stored at the day's last
+#: snapshot (each extraction replaces its day's rows). ``""`` stands for an absent repository, severity or status
+#: (key columns cannot be NULL on PostgreSQL).
+finding_snapshots = Table(
+    "finding_snapshots",
+    metadata,
+    Column("day", Text, nullable=False),
+    Column("issue_type", Text, nullable=False),
+    Column("repository_name", Text, nullable=False),
+    Column("severity", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("count", Integer, nullable=False),
+    _created_at(),
+    PrimaryKeyConstraint("day", "issue_type", "repository_name", "severity", "status", name="pk_finding_snapshots"),
 )

@@ -26,6 +26,8 @@ import logging
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import date
+from functools import partial
 from operator import itemgetter
 from typing import Any, Literal, TypeVar, get_args
 
@@ -35,6 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
+from .history import record_changes, take_snapshot
 from .migrate import add_columns, missing_columns
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -92,9 +95,13 @@ class TicketAction:
 
 
 class Warehouse:
-    """Read and write the warehouse tables through one engine (SQLite or PostgreSQL)."""
+    """Read and write the warehouse tables through one engine (SQLite or PostgreSQL).
 
-    def __init__(self, engine: Engine) -> None:
+    :param run_id: the Airflow run reading the service through this warehouse, recorded with the changes of
+        findings it observes (``finding_events``).
+    """
+
+    def __init__(self, engine: Engine, *, run_id: str | None = None) -> None:
         dialect = engine.dialect.name
         if dialect not in _INSERTS or (dialect == "postgresql" and engine.dialect.driver != "psycopg2"):
             raise ValueError(
@@ -102,6 +109,7 @@ class Warehouse:
                 "use SQLite or PostgreSQL through psycopg2"
             )
         self.engine = engine
+        self.run_id = run_id
         self._insert = _INSERTS[dialect]
         self._statements: dict[str, tuple[str, ...]] = {}
 
@@ -124,8 +132,22 @@ class Warehouse:
     # --- bulk upserts -----------------------------------------------------------------------------
 
     def upsert_findings(self, rows: Sequence[Row]) -> int:
-        """Insert or update findings (``FINDING_COLUMNS`` tuples) in one transaction; return rows written."""
-        return self._upsert(findings, FINDING_COLUMNS, rows)
+        """Insert or update findings (``FINDING_COLUMNS`` tuples) in one transaction; return rows written.
+
+        In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
+        ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`).
+        """
+        changes = partial(record_changes, dialect=self.engine.dialect.name, run_id=self.run_id)
+        return self._upsert(findings, FINDING_COLUMNS, rows, before=changes)
+
+    def take_snapshot(self, day: date) -> int:
+        """Replace ``day``'s daily counts (``finding_snapshots``) with the current ones; return the rows written."""
+
+        def write() -> int:
+            with self.engine.begin() as conn:
+                return take_snapshot(conn, day)
+
+        return self._reconnecting(f"snapshot of {day}", write)
 
     def upsert_scans(self, rows: Sequence[Row]) -> int:
         """Insert or update scans (``SCAN_COLUMNS`` tuples); return rows written."""
@@ -143,10 +165,17 @@ class Warehouse:
         """Insert or update repository summaries (``DEPENDENCY_REPOSITORY_COLUMNS``); return rows written."""
         return self._upsert(dependency_repositories, DEPENDENCY_REPOSITORY_COLUMNS, rows)
 
-    def _upsert(self, table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> int:
+    def _upsert(
+        self,
+        table: Table,
+        columns: tuple[str, ...],
+        rows: Sequence[Row],
+        before: Callable[[Any, Sequence[Row], str], None] | None = None,
+    ) -> int:
         """Upsert rows keyed by the table's primary key; of duplicate keys in ``rows`` the last one wins.
 
-        Rows are written in key order so that concurrent upserts of overlapping pages cannot deadlock.
+        Rows are written in key order so that concurrent upserts of overlapping pages cannot deadlock. ``before``
+        (DBAPI cursor, the unique rows, the time) runs first in the same transaction.
         """
         key = itemgetter(*(columns.index(column.name) for column in table.primary_key.columns))
         unique = sorted({key(row): row for row in rows}.values(), key=key)
@@ -158,6 +187,8 @@ class Warehouse:
             with self.engine.begin() as conn:
                 cursor = conn.connection.cursor()
                 try:
+                    if before is not None:
+                        before(cursor, unique, now)
                     if conn.dialect.name == "postgresql":
                         create_stage, copy, merge = self._sql(conn, table, columns)
                         cursor.execute(create_stage)

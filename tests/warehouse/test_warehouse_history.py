@@ -1,0 +1,90 @@
+"""Findings history: observed changes (``finding_events``) and daily counts (``finding_snapshots``), on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from findings_provider.warehouse import Warehouse, finding_row_from_dict
+from findings_provider.warehouse.history import HISTORY_FIELDS
+from findings_provider.warehouse.schema import finding_events, finding_snapshots
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+
+def finding(finding_id: int, issue_type: str = "sast", **fields) -> tuple:
+    return finding_row_from_dict(issue_type, {"id": finding_id, "status": "open", "severity": "high", **fields})
+
+
+def events(engine: Engine) -> list[tuple]:
+    stmt = select(finding_events.c.issue_type, finding_events.c.finding_id, finding_events.c.field,
+                  finding_events.c.old_value, finding_events.c.new_value, finding_events.c.run_id)
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(stmt.order_by(finding_events.c.id))]
+
+
+def test_first_observation_is_the_starting_state_not_an_event(warehouse: Warehouse):
+    warehouse.upsert_findings([finding(1), finding(2, status="fixed")])
+    assert events(warehouse.engine) == []
+
+
+def test_each_changed_field_is_one_event_with_the_observing_run(engine: Engine):
+    first = Warehouse(engine, run_id="scheduled__1")
+    first.create_all()
+    first.upsert_findings([finding(1), finding(2), finding(3, "sca")])
+    second = Warehouse(engine, run_id="manual__2")
+    second.upsert_findings([
+        finding(1, status="ignored", triage_state="ignored", triage_reason="false_positive"),
+        finding(2, severity="critical", external_ticket={"id": 77}),
+        finding(3, "sca"),  # unchanged
+        finding(4),  # new: no event
+    ])
+    assert sorted(events(engine)) == sorted([
+        ("sast", 1, "status", "open", "ignored", "manual__2"),
+        ("sast", 1, "triage_state", None, "ignored", "manual__2"),
+        ("sast", 1, "triage_reason", None, "false_positive", "manual__2"),
+        ("sast", 2, "severity", "high", "critical", "manual__2"),
+        ("sast", 2, "external_ticket_id", None, "77", "manual__2"),
+    ])
+
+
+def test_rereading_the_same_state_records_nothing_twice(warehouse: Warehouse):
+    warehouse.upsert_findings([finding(1)])
+    changed = [finding(1, status="fixed")]
+    warehouse.upsert_findings(changed)
+    warehouse.upsert_findings(changed)  # a rerun, or a full refresh, reads the same state
+    warehouse.upsert_findings([*changed, *changed])  # and a page that repeats an item
+    assert events(warehouse.engine) == [("sast", 1, "status", "open", "fixed", None)]
+
+
+def test_same_id_in_two_issue_types_is_two_findings(warehouse: Warehouse):
+    warehouse.upsert_findings([finding(5), finding(5, "sca")])
+    warehouse.upsert_findings([finding(5, "sca", status="fixed"), finding(5)])
+    assert events(warehouse.engine) == [("sca", 5, "status", "open", "fixed", None)]
+
+
+def test_tracked_fields_are_those_documented():
+    assert HISTORY_FIELDS == ("status", "triage_state", "triage_reason", "severity", "external_ticket_id")
+
+
+def snapshot(engine: Engine, day: str) -> set[tuple]:
+    stmt = select(finding_snapshots.c.issue_type, finding_snapshots.c.repository_name, finding_snapshots.c.severity,
+                  finding_snapshots.c.status, finding_snapshots.c["count"]).where(finding_snapshots.c.day == day)
+    with engine.connect() as conn:
+        return {tuple(r) for r in conn.execute(stmt)}
+
+
+def test_daily_snapshot_counts_and_is_replaced_by_the_days_last(warehouse: Warehouse):
+    repo = {"repository": {"name": "acme/web"}}
+    warehouse.upsert_findings([finding(1, **repo), finding(2, **repo), finding(3, status="fixed", **repo),
+                               finding(4, "sca", severity=None)])
+    assert warehouse.take_snapshot(date(2026, 11, 24)) == 3
+    expected = {("sast", "acme/web", "high", "open", 2), ("sast", "acme/web", "high", "fixed", 1),
+                ("sca", "", "", "open", 1)}
+    assert snapshot(warehouse.engine, "2026-11-24") == expected
+    warehouse.upsert_findings([finding(2, status="fixed", **repo)])
+    warehouse.take_snapshot(date(2026, 11, 25))
+    warehouse.take_snapshot(date(2026, 11, 25))  # a second run the same day replaces, never adds
+    assert snapshot(warehouse.engine, "2026-11-25") == {
+        ("sast", "acme/web", "high", "open", 1), ("sast", "acme/web", "high", "fixed", 2), ("sca", "", "", "open", 1)}
+    assert snapshot(warehouse.engine, "2026-11-24") == expected  # earlier days are kept
