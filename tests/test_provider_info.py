@@ -71,7 +71,8 @@ def test_every_module_and_class_named_in_provider_info_imports() -> None:
     assert modules
     for module in sorted(modules):
         importlib.import_module(module)
-    named = [c["hook-class-name"] for c in info["connection-types"]] + info.get("extra-links", [])
+    named = [c["hook-class-name"] for c in info["connection-types"]] + info.get("extra-links", []) + [
+        p["plugin-class"] for p in info["plugins"]]
     assert "findings_provider.notifications.FindingsAlertNotifier" in info["notifications"]
     for dotted in named + info["notifications"]:
         module, _, name = dotted.rpartition(".")
@@ -197,3 +198,20 @@ def test_connection_form_in_the_ui(airflow_env: dict[str, str]) -> None:
     assert widgets["extra__findings_api__allow_insecure_http"]["field"]["value"] is False
     assert data["hook"] == HOOK_CLASS
     assert data["testable"] is True
+
+
+@pytest.mark.parametrize("lazy", ["True", "False"])
+def test_airflow_loads_the_dashboard_plugin_once_whatever_provider_discovery(
+    airflow_env: dict[str, str], lazy: str
+) -> None:
+    """Declared in the provider info (loaded when providers are discovered eagerly) and as an ``airflow.plugins``
+    entry point (loaded always): Airflow shows it once, with its app and its navigation entry."""
+    env = {**airflow_env, "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": lazy}
+    [declared] = get_provider_info()["plugins"]
+    plugins = [p for p in json_output(run_airflow(env, "plugins", "-o", "json")) if p["name"] == declared["name"]]
+    assert len(plugins) == 1
+    [app] = plugins[0]["fastapi_apps"]
+    assert app["url_prefix"] == "/findings-dashboard"
+    nav = [v for v in plugins[0]["external_views"] if v["destination"] == "nav"]
+    assert nav
+    assert nav[0]["href"] == "findings-dashboard/"

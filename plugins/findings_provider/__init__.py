@@ -116,6 +116,12 @@ def get_provider_info() -> dict:
             {"integration-name": "Security Findings", "python-modules": ["findings_provider.triggers.scan"]}
         ],
         "extra-links": ["findings_provider.operators.links.ScanLink"],
+        "plugins": [
+            {
+                "name": "findings_dashboard",
+                "plugin-class": "findings_provider.dashboard.plugin.FindingsDashboardPlugin",
+            }
+        ],
         "notifications": [
             "findings_provider.notifications.FindingsAlertNotifier",
             "findings_provider.notifications.ScanAlertNotifier",

@@ -315,6 +315,33 @@ class AlertsConfig(_Strict):
         default_factory=list)
 
 
+class SlaConfig(_Strict):
+    """Fix-time targets: days from a finding's ``relevant_since`` by which it should be fixed, per severity (a
+    severity not named has no target). Open findings past their target are SLA breaches (dashboard, report,
+    ``sla_breach`` alerts)."""
+
+    fix_days: dict[Severity, int] = Field(
+        default_factory=lambda: {"critical": 7, "high": 30, "medium": 90})
+
+    @field_validator("fix_days")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for severity, days in value.items():
+            if days < 1:
+                raise ValueError(f"fix_days.{severity} = {days}: a target is a number of days >= 1")
+        return value
+
+
+class DashboardConfig(_Strict):
+    """The findings dashboard in the Airflow UI (``findings_provider.dashboard``)."""
+
+    #: Link of a finding in the service's own UI; ``{id}``, ``{issue_type}``, ``{repository}`` are the finding's.
+    #: None: the finding's ``line_of_code_url`` (the code it points at), when the service gave one.
+    finding_url: str | None = None
+    #: Findings per page of the findings table.
+    page_size: int = Field(default=100, ge=10, le=1000)
+
+
 class PipelineConfig(_Strict):
     """The whole of ``include/pipeline.yaml``."""
 
@@ -328,6 +355,8 @@ class PipelineConfig(_Strict):
     project_settings: ProjectSettingsConfig = Field(default_factory=ProjectSettingsConfig)
     dependency_inventory: DependencyInventoryConfig = Field(default_factory=DependencyInventoryConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    sla: SlaConfig = Field(default_factory=SlaConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     #: The file this was loaded from (to resolve relative paths such as ``project_settings.file``).
     source: Path | None = Field(default=None, exclude=True)
 

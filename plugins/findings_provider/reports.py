@@ -23,6 +23,13 @@ from findings_provider.text import csv_cell, truncate
 if TYPE_CHECKING:
     import pandas as pd
 
+    from findings_provider.warehouse import Warehouse
+
+
+#: The conventional severity colours (critical red, high orange, medium yellow, low blue-grey), for every chart
+#: and page that shows severities; anything else is grey.
+SEVERITY_COLOURS = {"critical": "#c62828", "high": "#ef6c00", "medium": "#f9a825", "low": "#78909c"}
+OTHER_COLOUR = "#bdbdbd"
 
 #: Longest axis or legend label of a chart (longer ones are cut; the tables show them in full).
 CHART_LABEL = 60
@@ -45,9 +52,11 @@ class Report:
 
     html: str
     csv: dict[str, str] = field(default_factory=dict)
+    #: Its id in the warehouse's ``reports`` table, when stored there (the dashboard's reports page shows it).
+    stored_id: int | None = None
 
     def as_xcom(self) -> dict:
-        return {"html": self.html, "csv": self.csv}
+        return {"html": self.html, "csv": self.csv, "stored_id": self.stored_id}
 
 
 def report_dir(subdir: str = "") -> Path:
@@ -83,7 +92,10 @@ def _chart_png(df: pd.DataFrame, chart: Chart) -> str:
     with plt.rc_context({"text.parse_math": False}):
         fig, ax = plt.subplots(figsize=(8, max(2.5, 0.35 * len(data) + 1)))
         try:
-            data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1)
+            colours = None
+            if any(str(c) in SEVERITY_COLOURS for c in data.columns):  # one colour per severity column
+                colours = [SEVERITY_COLOURS.get(str(c), OTHER_COLOUR) for c in data.columns]
+            data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1, color=colours)
             ax.set_title(chart.title)
             if chart.kind == "barh":
                 ax.invert_yaxis()
@@ -124,8 +136,12 @@ def write_report(
     charts: list[Chart] | None = None,
     notes: list[str] | None = None,
     out_dir: Path | None = None,
+    warehouse: Warehouse | None = None,
+    kind: str | None = None,
 ) -> Report:
-    """Write ``<name>.html`` and one ``<name>.<table>.csv`` per table; return their paths."""
+    """Write ``<name>.html`` and one ``<name>.<table>.csv`` per table; return their paths. With a ``warehouse``,
+    the HTML is also stored there (``reports`` table, under ``kind``, default ``name``), where the dashboard on
+    the API server reads it."""
     out = out_dir or report_dir()
     out.mkdir(parents=True, exist_ok=True)
     stem = _slug(name)
@@ -157,7 +173,10 @@ def write_report(
         parts.append(f"<h2>{html.escape(table_name)}</h2>")
         parts.append(df.to_html(border=0, escape=True) if not df.empty else "<p>(empty)</p>")
     parts.append("</body></html>")
-    Path(report.html).write_text("\n".join(parts))
+    page = "\n".join(parts)
+    Path(report.html).write_text(page)
+    if warehouse is not None:
+        report.stored_id = warehouse.save_report(kind or stem, title, page)
     return report
 
 

@@ -64,7 +64,14 @@ def test_summary_writes_a_report_that_matches_the_warehouse(fresh, warehouse, co
     extract()
     result = FindingsSummaryOperator(task_id="summary").execute(context)
     assert result["open_findings"] == warehouse.count_findings(status="open") > 0
-    assert Path(result["report"]["html"]).read_text().count("<img") == 2
+    page = Path(result["report"]["html"]).read_text()
+    assert page.count("<img") == 3  # by severity, over time (one snapshot day), by repository
+    # the same page is in the warehouse, where the dashboard on the API server reads it
+    assert warehouse.latest_report("findings_summary").html == page
+    assert result["report"]["stored_id"] == warehouse.latest_report("findings_summary").id
+    assert "time_to_fix" in page
+    assert "sla_breaches" in page
+    assert result["alerts"] == []  # the first summary only records when it looked
     by_severity = pd.read_csv(result["report"]["csv"]["by_severity"], index_col=0)
     assert int(by_severity.to_numpy().sum()) == result["open_findings"]
     assert list(by_severity.columns) == ["sast", "sca"]

@@ -106,7 +106,8 @@ class DependencyReportOperator(FindingsBaseOperator):
         from findings_provider.governance.dependency_inventory import dependency_tables
         from findings_provider.reports import Chart, log_table, report_dir, write_report
 
-        tables = dependency_tables(self.warehouse_hook.get_warehouse(), top=self.top)
+        warehouse = self.warehouse_hook.get_warehouse()
+        tables = dependency_tables(warehouse, top=self.top)
         licence_table, widespread_table = list(tables)[:2]
         for name in (licence_table, widespread_table):
             log_table(self.log, name, tables[name], max_rows=self.top)
@@ -121,6 +122,8 @@ class DependencyReportOperator(FindingsBaseOperator):
                 Chart("Most widespread dependencies", table=widespread_table),
             ],
             out_dir=Path(self.report_dir) if self.report_dir else report_dir("dependency_inventory"),
+            warehouse=warehouse,
+            kind="dependency_inventory",
         )
         self.log.info("report: %s", report.html)
         return {

@@ -77,44 +77,78 @@ class ExtractFindingsOperator(FindingsBaseOperator):
 
 
 class FindingsSummaryOperator(FindingsBaseOperator):
-    """Summarise open findings (pandas): by severity x issue type and by repository, to the log and a report.
+    """The programme report (pandas): open findings by severity x issue type and by repository, open findings over
+    time, time to fix and to triage, SLA breaches (``sla`` in pipeline.yaml), triage and ticket activity per run,
+    scan health; to the log, a report, and alerts.
 
-    Writes ``<report_name>.html`` (tables and a chart) and one CSV per table to the report directory
-    (``$FINDINGS_REPORT_DIR`` or ``$AIRFLOW_HOME/reports``); returns their paths and the totals.
+    Writes ``<report_name>.html`` (tables and charts) and one CSV per table to the report directory
+    (``$FINDINGS_REPORT_DIR`` or ``$AIRFLOW_HOME/reports``) and stores the HTML in the warehouse, where the
+    dashboard shows it. Sends ``new_critical`` and ``sla_breach`` alerts about what changed since its last run
+    (``pipeline.summary.programme_alerts``). Returns the report's paths, the totals and the alerts' delivery.
 
     :param report_name: file name stem of the report (templated).
     """
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "report_name")
     ui_color = "#fcf8e3"
+    lineage_writes = ("reports",)
 
     def __init__(self, *, report_name: str = "findings_summary", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.report_name = report_name
 
     def run(self, context: Any) -> dict[str, Any]:
-        from findings_provider.pipeline.summary import open_findings_summary
+        from datetime import datetime, timezone
+
+        from findings_provider import metrics
+        from findings_provider.alerts import deliver
+        from findings_provider.dashboard.links import dashboard_url
+        from findings_provider.dashboard.pages import LATEST_METRICS_KEY, latest_metrics
+        from findings_provider.pipeline.summary import open_findings_summary, programme_alerts
         from findings_provider.reports import Chart, log_table, write_report
 
-        tables = open_findings_summary(self.warehouse_hook.get_warehouse())
+        config = load_pipeline_config()
+        warehouse = self.warehouse_hook.get_warehouse()
+        now = datetime.now(timezone.utc)
+        tables = open_findings_summary(warehouse)
+        sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days, now)
+        tables |= {
+            "open_over_time": metrics.open_over_time(warehouse, now=now),
+            "time_to_fix": metrics.time_to_fix(warehouse),
+            "time_to_triage": metrics.time_to_triage(warehouse),
+            "sla": sla,
+            "sla_breaches": breaches,
+            "activity_per_run": metrics.activity_per_run(warehouse),
+            "scan_health": metrics.scan_health(warehouse),
+        }
         titles = {"by_severity": "Open findings by severity and issue type",
-                  "by_repository": "Open findings by repository and severity"}
-        for name, frame in tables.items():
-            log_table(self.log, titles.get(name, name), frame)
+                  "by_repository": "Open findings by repository and severity",
+                  "sla": "Fix-time targets (days) and open findings past them"}
+        for name in ("by_severity", "by_repository", "time_to_fix", "time_to_triage", "sla"):
+            log_table(self.log, titles.get(name, name), tables[name])
         report = write_report(
             self.report_name,
             "Open findings",
             tables,
             charts=[
                 Chart("Open findings by severity and issue type", "by_severity", stacked=True),
+                Chart("Open findings over time", "open_over_time", kind="line"),
                 Chart("Open findings by repository (top 20)", "by_repository", stacked=True),
             ],
+            warehouse=warehouse,
+            kind="findings_summary",
         )
-        self.log.info("report written: %s", report.html)
+        self.log.info("report written: %s (stored in the warehouse as report %s)", report.html, report.stored_id)
+        warehouse.set_state(LATEST_METRICS_KEY, latest_metrics(context.get("run_id"), tables, now))
+        alerts = programme_alerts(warehouse, config.sla.fix_days, now, link=dashboard_url())
+        delivery = deliver(alerts, config.alerts, context=context, logger=self.log)
         totals = tables["by_severity"]
         return {
             "open_findings": int(totals.to_numpy().sum()) if not totals.empty else 0,
             "repositories": len(tables["by_repository"]),
+            "sla_breaches": int(sla["breaching"].sum()) if not sla.empty else 0,
+            "alerts": [a.kind for a in alerts],
+            "delivery": delivery.as_dict(),
             "report": report.as_xcom(),
         }
 

@@ -140,6 +140,8 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
                 "Dry run: nothing is applied." if dry_run else "Changes apply only after approval in the UI.",
             ],
             out_dir=Path(self.report_dir) if self.report_dir else report_dir("policy_tuning"),
+            warehouse=warehouse,
+            kind="policy_tuning",
         )
         self.log.info("report: %s", report.html)
         key = state_key(PROPOSAL_STATE, dag_id, run_id)

@@ -1,18 +1,22 @@
-"""Summary of open findings from the warehouse (pandas): by severity x issue type, and by repository."""
+"""Summary of open findings from the warehouse (pandas): by severity x issue type, and by repository; the alerts
+about new critical findings and new SLA breaches."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
+from findings_provider.alerts import Alert
+from findings_provider.client.timeutil import parse_timestamp
+from findings_provider.metrics import OPEN_STATUSES, SEVERITY_ORDER
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import findings
 
 if TYPE_CHECKING:
     import pandas as pd
-
-SEVERITY_ORDER = ("critical", "high", "medium", "low")
 
 
 def open_findings_summary(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
@@ -52,3 +56,49 @@ def open_findings_summary(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
     by_repository.columns.name = None
     by_repository = by_repository.loc[by_repository.sum(axis=1).sort_values(ascending=False, kind="stable").index]
     return {"by_severity": by_severity.astype("int64"), "by_repository": by_repository.astype("int64")}
+
+
+#: Pipeline state key: when the summary last looked for new critical findings and new SLA breaches.
+ALERTS_CHECKED_KEY = "summary:alerts_checked_at"
+#: Findings named in one alert's body (the count is exact).
+ALERT_FINDINGS_LISTED = 20
+
+
+def programme_alerts(warehouse: Warehouse, fix_days: Mapping[str, int], now: datetime,
+                     link: str | None = None) -> list[Alert]:
+    """Alerts about what changed since the last check (``ALERTS_CHECKED_KEY``): open critical findings detected
+    since then (``new_critical``), and open findings whose fix-time target passed since then (``sla_breach``).
+    The first check only records its time: the starting state is on the dashboard, not in a flood of mail."""
+    last = parse_timestamp(warehouse.get_state(ALERTS_CHECKED_KEY))
+    alerts: list[Alert] = []
+    if last is not None:
+        new = _open_where(warehouse, findings.c.severity == "critical", findings.c.relevant_since > last)
+        if new:
+            alerts.append(Alert("new_critical", f"{len(new)} new critical finding(s) since {last:%Y-%m-%d %H:%M} UTC",
+                                _listing(new), link))
+        late: list[Any] = []
+        for severity, days in fix_days.items():
+            target = timedelta(days=days)
+            late += _open_where(warehouse, findings.c.severity == str(severity),
+                                findings.c.relevant_since <= now - target, findings.c.relevant_since > last - target)
+        if late:
+            alerts.append(Alert("sla_breach", f"{len(late)} finding(s) passed their fix-time target since "
+                                f"{last:%Y-%m-%d %H:%M} UTC", _listing(late), link))
+    warehouse.set_state(ALERTS_CHECKED_KEY, now.isoformat())
+    return alerts
+
+
+def _open_where(warehouse: Warehouse, *conditions: Any) -> list[Any]:
+    stmt = select(findings.c.issue_type, findings.c.id, findings.c.severity, findings.c.repository_name,
+                  findings.c.rule_name, findings.c.relevant_since).where(
+        findings.c.status.in_(OPEN_STATUSES), *conditions).order_by(findings.c.relevant_since)
+    with warehouse.engine.connect() as conn:
+        return list(conn.execute(stmt))
+
+
+def _listing(rows: list[Any]) -> str:
+    lines = [f"{r.severity or '?'} {r.issue_type} {r.id} in {r.repository_name or '?'}: {r.rule_name or '?'} "
+             f"(detected {r.relevant_since:%Y-%m-%d})" for r in rows[:ALERT_FINDINGS_LISTED]]
+    if len(rows) > ALERT_FINDINGS_LISTED:
+        lines.append(f"... and {len(rows) - ALERT_FINDINGS_LISTED} more")
+    return "\n".join(lines)

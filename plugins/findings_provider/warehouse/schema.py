@@ -295,3 +295,17 @@ finding_snapshots = Table(
     _created_at(),
     PrimaryKeyConstraint("day", "issue_type", "repository_name", "severity", "status", name="pk_finding_snapshots"),
 )
+
+#: Reports as people open them (HTML with its charts), kept in the warehouse so that the dashboard on the API
+#: server shows what any worker wrote. The newest ``REPORTS_KEPT`` of each name are kept.
+reports = Table(
+    "reports",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Text, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("run_id", Text),
+    Column("html", Text, nullable=False),
+    _created_at(),
+    Index("ix_reports_name", "name", "id"),
+)

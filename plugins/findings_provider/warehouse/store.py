@@ -31,7 +31,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Any, Literal, TypeVar, get_args
 
-from sqlalchemy import Table, func, inspect, select, union, update
+from sqlalchemy import Table, delete, func, inspect, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -55,6 +55,7 @@ from .schema import (
     pipeline_state,
     policy_changes,
     policy_rules,
+    reports,
     scans,
     ticket_actions,
     triage_actions,
@@ -70,6 +71,8 @@ TRIAGE_STATUSES: tuple[str, ...] = get_args(TriageStatus)
 TICKET_OUTCOMES: tuple[str, ...] = get_args(TicketOutcome)
 #: Outcomes after which a finding must not be ticketed again (an ambiguous request may have created one).
 TICKETED_OUTCOMES = ("succeeded", "ambiguous")
+#: Stored reports kept per name (older ones are deleted when a new one is saved).
+REPORTS_KEPT = 30
 # Serialises concurrent create_all() calls on PostgreSQL (an arbitrary constant advisory lock key).
 _SCHEMA_LOCK_KEY = 0x46_57_48_01
 
@@ -139,6 +142,13 @@ class Warehouse:
         """
         changes = partial(record_changes, dialect=self.engine.dialect.name, run_id=self.run_id)
         return self._upsert(findings, FINDING_COLUMNS, rows, before=changes)
+
+    def latest_report(self, name: str) -> Any:
+        """The newest stored report of ``name`` (``id``, ``name``, ``title``, ``run_id``, ``html``,
+        ``created_at``), or None."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(reports).where(reports.c.name == name).order_by(reports.c.id.desc())
+                                .limit(1)).first()
 
     def take_snapshot(self, day: date) -> int:
         """Replace ``day``'s daily counts (``finding_snapshots``) with the current ones; return the rows written."""
@@ -359,6 +369,21 @@ class Warehouse:
         )
         with self.engine.begin() as conn:
             return int(conn.execute(stmt).inserted_primary_key[0])
+
+    # --- reports ------------------------------------------------------------------------------------
+
+    def save_report(self, name: str, title: str, html: str) -> int:
+        """Store a report's HTML under ``name`` (with ``self.run_id``); keep the newest ``REPORTS_KEPT`` of the
+        name; return its id."""
+        with self.engine.begin() as conn:
+            report_id = int(conn.execute(reports.insert().values(
+                name=name, title=title, run_id=self.run_id, html=html, created_at=utc_now_text())
+            ).inserted_primary_key[0])
+            oldest_dropped = conn.execute(select(reports.c.id).where(reports.c.name == name).order_by(
+                reports.c.id.desc()).offset(REPORTS_KEPT).limit(1)).scalar()
+            if oldest_dropped is not None:
+                conn.execute(delete(reports).where(reports.c.name == name, reports.c.id <= oldest_dropped))
+        return report_id
 
     # --- selections -------------------------------------------------------------------------------
 
