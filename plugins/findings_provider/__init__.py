@@ -115,7 +115,11 @@ def get_provider_info() -> dict:
         "triggers": [
             {"integration-name": "Security Findings", "python-modules": ["findings_provider.triggers.scan"]}
         ],
-        "extra-links": ["findings_provider.operators.links.ScanLink"],
+        "extra-links": [
+            f"findings_provider.operators.links.{name}"
+            for name in ("ScanLink", "FindingsTriagedLink", "FindingsTicketedLink", "TicketsCreatedLink",
+                         "RulesChangedLink", "SummaryReportLink", "PolicyReportLink", "InventoryReportLink")
+        ],
         "plugins": [
             {
                 "name": "findings_dashboard",

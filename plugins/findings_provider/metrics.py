@@ -233,10 +233,13 @@ def scan_health(warehouse: Warehouse) -> pd.DataFrame:
     return frame.sort_values(["failed", "never_finished", "scans"], ascending=False, kind="stable")
 
 
-def policy_changes_made(warehouse: Warehouse, limit: int = 200) -> pd.DataFrame:
-    """Rule mode changes sent after approval (applied, already applied, skipped, failed), newest first. Pending
-    proposals are in the latest ``policy_tuning`` report."""
-    return _frame(warehouse, select(
+def policy_changes_made(warehouse: Warehouse, limit: int = 200, run_id: str | None = None) -> pd.DataFrame:
+    """Rule mode changes sent after approval (applied, already applied, skipped, failed), newest first, of one run
+    when given. Pending proposals are in the latest ``policy_tuning`` report."""
+    stmt = select(
         policy_changes.c.created_at, policy_changes.c.run_id, policy_changes.c.policy_id, policy_changes.c.rule_path,
         policy_changes.c.previous_mode, policy_changes.c.new_mode, policy_changes.c.status,
-    ).order_by(policy_changes.c.id.desc()).limit(limit))
+    )
+    if run_id:
+        stmt = stmt.where(policy_changes.c.run_id == run_id)
+    return _frame(warehouse, stmt.order_by(policy_changes.c.id.desc()).limit(limit))

@@ -174,3 +174,36 @@ def test_asset_chain_dags_show_success_in_the_grid(browser_page: Any, e2e_stack:
         state = run_page_state(browser_page, e2e_stack.ui_url, dag_id, runs[-1]["dag_run_id"])
         browser_page.screenshot(path=str(SCREENSHOTS / f"0{n}-{dag_id}-last-run.png"), full_page=True)
         assert state == "success", (dag_id, state)
+
+
+def test_findings_dashboard_inside_the_airflow_ui(browser_page: Any, e2e_stack: Stack,
+                                                  pipeline: PipelineResult) -> None:
+    """The plugin's navigation entry shows the dashboard inside Airflow's UI; its pages show the warehouse the
+    pipeline filled; without Airflow's login the same address gives 401 and no data."""
+    import httpx
+    from playwright.sync_api import expect
+
+    from .helpers import scalar, warehouse_engine
+
+    page = browser_page
+    page.goto(f"{e2e_stack.ui_url}/plugin/findings")  # the "Findings" entry of the Browse menu
+    frame = page.frame_locator("iframe").first
+    expect(frame.locator("h1")).to_have_text("Findings overview", timeout=TIMEOUT_MS)
+    expect(frame.locator(".card").first).to_be_visible(timeout=TIMEOUT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "06-findings-dashboard.png"), full_page=True)
+
+    engine = warehouse_engine(e2e_stack)
+    try:
+        critical = scalar(engine, "SELECT count(*) FROM findings WHERE severity = 'critical'")
+    finally:
+        engine.dispose()
+    assert critical > 0
+    page.goto(f"{e2e_stack.ui_url}/findings-dashboard/findings?severity=critical")
+    severities = page.locator("table td:nth-child(5)").all_inner_texts()
+    page.screenshot(path=str(SCREENSHOTS / "07-findings-table.png"), full_page=True)
+    assert len(severities) == min(critical, 100)  # pipeline.yaml's dashboard.page_size
+    assert set(severities) == {"critical"}
+
+    refused = httpx.get(f"{e2e_stack.api_url}/findings-dashboard/findings", timeout=30)  # no cookie, no token
+    assert refused.status_code == 401
+    assert "critical" not in refused.text

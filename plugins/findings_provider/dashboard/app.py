@@ -66,23 +66,24 @@ def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default
         return await page(lambda w, c: pages.scans_page(w))
 
     @app.get("/activity", dependencies=guard, response_class=HTMLResponse)
-    async def activity() -> HTMLResponse:
-        return await page(lambda w, c: pages.activity_page(w))
+    async def activity(run_id: str = "") -> HTMLResponse:
+        return await page(lambda w, c: pages.activity_page(w, run_id))
 
     @app.get("/policies", dependencies=guard, response_class=HTMLResponse)
-    async def policies() -> HTMLResponse:
-        return await page(lambda w, c: pages.policies_page(w))
+    async def policies(run_id: str = "") -> HTMLResponse:
+        return await page(lambda w, c: pages.policies_page(w, run_id))
 
     @app.get("/inventory", dependencies=guard, response_class=HTMLResponse)
     async def inventory() -> HTMLResponse:
         return await page(lambda w, c: pages.inventory_page(w))
 
     @app.get("/reports/{kind}", dependencies=guard, response_class=HTMLResponse)
-    async def report(kind: str) -> HTMLResponse:
+    async def report(kind: str, run_id: str | None = None) -> HTMLResponse:
         warehouse, _ = sources()
-        body = await run_in_threadpool(pages.stored_report, warehouse, kind)
+        body = await run_in_threadpool(pages.stored_report, warehouse, kind, run_id or None)
         if body is None:
-            raise HTTPException(status_code=404, detail=f"no stored report {kind!r}")
+            raise HTTPException(status_code=404, detail=f"no stored report {kind!r}"
+                                + (f" of run {run_id!r}" if run_id else ""))
         return HTMLResponse(body)
 
     return app

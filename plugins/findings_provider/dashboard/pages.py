@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-from sqlalchemy import func, literal, select, tuple_
+from sqlalchemy import and_, false, func, literal, or_, select, tuple_
 
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.config import PipelineConfig
@@ -23,7 +23,15 @@ from findings_provider.dashboard.links import PAGES
 from findings_provider.metrics import OPEN_STATUSES, SEVERITY_ORDER, activity_per_run, policy_changes_made, scan_health
 from findings_provider.reports import OTHER_COLOUR, SEVERITY_COLOURS
 from findings_provider.warehouse import Warehouse
-from findings_provider.warehouse.schema import dependencies, finding_snapshots, findings, scans
+from findings_provider.warehouse.schema import (
+    dependencies,
+    finding_snapshots,
+    findings,
+    scans,
+    ticket_actions,
+    triage_actions,
+)
+from findings_provider.warehouse.store import TICKETED_OUTCOMES
 
 #: Pipeline state key of the summary task's latest metrics (written by ``FindingsSummaryOperator``).
 LATEST_METRICS_KEY = "summary:latest_metrics"
@@ -180,10 +188,35 @@ def finding_link(config: PipelineConfig, issue_type: str, finding_id: int, repos
     return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
 
 
+def touched_by(warehouse: Warehouse, run_id: str, touched: str) -> dict[str, set[int]]:
+    """The findings (by issue type) that ``run_id`` triaged or planned to (``touched`` triage), or created (or
+    maybe created) a ticket for (``touched`` ticket)."""
+    out: dict[str, set[int]] = {}
+    with warehouse.engine.connect() as conn:
+        if touched == "triage":
+            for issue_type, ids in conn.execute(select(triage_actions.c.issue_type, triage_actions.c.issue_ids).where(
+                    triage_actions.c.run_id == run_id, triage_actions.c.status.in_(("succeeded", "planned")))):
+                out.setdefault(issue_type, set()).update(int(i) for i in ids or ())
+        elif touched == "ticket":
+            for issue_type, finding_id in conn.execute(select(ticket_actions.c.issue_type, ticket_actions.c.finding_id)
+                                                       .where(ticket_actions.c.run_id == run_id,
+                                                              ticket_actions.c.outcome.in_(TICKETED_OUTCOMES))):
+                out.setdefault(issue_type, set()).add(int(finding_id))
+    return out
+
+
 def findings_page(warehouse: Warehouse, config: PipelineConfig, params: Mapping[str, str]) -> str:
-    """One page of the findings table, filtered by ``FINDING_FILTERS`` (exact values), in (issue type, id) order
-    from ``after`` (``type:id``), through the primary key."""
+    """One page of the findings table, filtered by ``FINDING_FILTERS`` (exact values) and, with ``run_id`` and
+    ``touched`` (triage or ticket), by what that run wrote; in (issue type, id) order from ``after``
+    (``type:id``), through the primary key."""
     where = []
+    run_id, touched = params.get("run_id") or "", params.get("touched") or ""
+    title = "Findings"
+    if run_id and touched in ("triage", "ticket"):
+        ids = touched_by(warehouse, run_id, touched)
+        where.append(or_(false(), *(and_(findings.c.issue_type == t, findings.c.id.in_(sorted(v)))
+                                    for t, v in ids.items())))
+        title = f"Findings {'triaged' if touched == 'triage' else 'ticketed'} by run {run_id}"
     for name in FINDING_FILTERS:
         value = (params.get(name) or "").strip()
         if value:
@@ -217,15 +250,17 @@ def findings_page(warehouse: Warehouse, config: PipelineConfig, params: Mapping[
                           "</select></label>")
         else:
             fields.append(f'<label>{_e(name)} <input name="{name}" value="{_e(value)}"></label>')
-    form = f'<form method="get">{"".join(fields)}<button>Filter</button></form>'
+    kept = "".join(f'<input type="hidden" name="{k}" value="{_e(params[k])}">' for k in ("run_id", "touched")
+                   if params.get(k))
+    form = f'<form method="get">{"".join(fields)}{kept}<button>Filter</button></form>'
     nav = ""
     if more and rows:
-        query = {k: params[k] for k in FINDING_FILTERS if params.get(k)}
+        query = {k: params[k] for k in (*FINDING_FILTERS, "run_id", "touched") if params.get(k)}
         query["after"] = f"{rows[-1].issue_type}:{rows[-1].id}"
         nav = f'<p><a href="findings?{_e(urlencode(query))}">next {size}</a></p>'
     table = _rows_table(["type", "id", "repository", "rule", "severity", "status", "triage", "ticket", "detected"],
                         cells, "no finding matches")
-    return layout("Findings", form + table + nav, "findings")
+    return layout(title, form + table + nav, "findings")
 
 
 # --- the other pages -----------------------------------------------------------------------------------------------
@@ -246,11 +281,31 @@ def scans_page(warehouse: Warehouse) -> str:
     return layout("Scans", body, "scans")
 
 
-def activity_page(warehouse: Warehouse) -> str:
+def activity_page(warehouse: Warehouse, run_id: str = "") -> str:
+    """Per run: triage and ticket counts; with ``run_id``, the tickets that run created, with their links."""
+    if run_id:
+        with warehouse.engine.connect() as conn:
+            rows = conn.execute(select(ticket_actions.c.ticket_id, ticket_actions.c.ticket_url,
+                                       ticket_actions.c.external_slug, func.count()).where(
+                ticket_actions.c.run_id == run_id, ticket_actions.c.outcome == "succeeded").group_by(
+                ticket_actions.c.ticket_id, ticket_actions.c.ticket_url, ticket_actions.c.external_slug).order_by(
+                ticket_actions.c.ticket_id)).all()
+        cells = [[_e(t), _link(url, slug or url), _e(n)] for t, url, slug, n in rows]
+        body = (f"<p><a href='findings?{_e(urlencode({'run_id': run_id, 'touched': 'ticket'}))}'>the findings "
+                "ticketed</a></p>" + _rows_table(["ticket", "in the tracker", "findings"], cells,
+                                                 "this run created no ticket"))
+        return layout(f"Tickets created by run {run_id}", body, "activity")
     body = ("<p>Per run of the triage and ticket DAGs: findings triaged, triage requests that failed, tickets "
             "created, findings whose ticket request failed or could not be read.</p>"
             + _table(activity_per_run(warehouse), "no triage or ticket run yet"))
     return layout("Triage and tickets", body, "activity")
+
+
+def _link(url: Any, text: Any) -> str:
+    """An external link when ``url`` is http(s), else the text alone."""
+    if isinstance(url, str) and url.startswith(("https://", "http://")):
+        return f'<a href="{_e(url)}" target="_blank" rel="noopener">{_e(text)}</a>'
+    return _e(text)
 
 
 def _report_section(warehouse: Warehouse, kind: str, what: str) -> str:
@@ -261,10 +316,12 @@ def _report_section(warehouse: Warehouse, kind: str, what: str) -> str:
             f"{_e(report.run_id)}, {_e(report.created_at)}).</p>")
 
 
-def policies_page(warehouse: Warehouse) -> str:
+def policies_page(warehouse: Warehouse, run_id: str = "") -> str:
+    changes = policy_changes_made(warehouse, run_id=run_id or None)
     body = (_report_section(warehouse, "policy_tuning", "policy tuning")
             + "<p>Proposals apply only after a person approves them in the policy_tuning run.</p>"
-            + "<h2>Rule mode changes sent</h2>" + _table(policy_changes_made(warehouse), "no change sent yet"))
+            + f"<h2>Rule mode changes sent{f' by run {_e(run_id)}' if run_id else ''}</h2>"
+            + _table(changes, "no change sent yet"))
     return layout("Policy proposals", body, "policies")
 
 
@@ -276,9 +333,9 @@ def inventory_page(warehouse: Warehouse) -> str:
     return layout("Inventory", body, "inventory")
 
 
-def stored_report(warehouse: Warehouse, kind: str) -> str | None:
-    """The newest stored report of ``kind`` as it was written (a whole HTML page), or None."""
-    report = warehouse.latest_report(kind)
+def stored_report(warehouse: Warehouse, kind: str, run_id: str | None = None) -> str | None:
+    """The newest stored report of ``kind`` (of ``run_id`` when given) as it was written, or None."""
+    report = warehouse.latest_report(kind, run_id=run_id)
     return None if report is None else str(report.html)
 
 

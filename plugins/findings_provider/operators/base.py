@@ -13,6 +13,7 @@ from findings_provider.compat import AirflowFailException
 from findings_provider.config import ConfigError
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 from findings_provider.hooks.warehouse import FindingsWarehouseHook
+from findings_provider.operators.links import DashboardLink
 from findings_provider.pipeline.approval import ApprovalError
 
 
@@ -59,6 +60,9 @@ class FindingsBaseOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         self.warehouse_hook.run_id = context.get("run_id")
+        for link in self.operator_extra_links:
+            if isinstance(link, DashboardLink):
+                link.persist(context, link.target(context))
         try:
             return self.run(context)
         except Exception as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 from findings_provider.governance.common import run_identity
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.operators.links import InventoryReportLink
 
 
 class _InventoryPullOperator(FindingsBaseOperator):
@@ -94,6 +95,8 @@ class DependencyReportOperator(FindingsBaseOperator):
     :param report_dir: directory of the report (default ``$FINDINGS_REPORT_DIR/dependency_inventory``).
     :return: ``{"report": {"html", "csv"}, "dependencies", "repositories", "licences"}``.
     """
+
+    operator_extra_links = (InventoryReportLink(),)
 
     def __init__(self, *, top: int = 20, report_dir: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

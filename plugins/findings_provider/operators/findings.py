@@ -11,6 +11,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.config import load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.operators.links import SummaryReportLink
 from findings_provider.pipeline import extraction
 from findings_provider.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
 
@@ -88,6 +89,8 @@ class FindingsSummaryOperator(FindingsBaseOperator):
 
     :param report_name: file name stem of the report (templated).
     """
+
+    operator_extra_links = (SummaryReportLink(),)
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "report_name")
     ui_color = "#fcf8e3"

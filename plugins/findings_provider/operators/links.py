@@ -23,14 +23,10 @@ def scan_url(details: Any) -> str | None:
     return None
 
 
-class ScanLink(BaseOperatorLink):
-    """Link to the CI job of the scan a task waits for (or its repository when the job URL is unknown).
+class UrlLink(BaseOperatorLink):
+    """A link whose target the task stores in XCom (``persist``) under the link's key: what Airflow's UI reads."""
 
-    The task pushes the URL to XCom (``ScanLink.persist``) before it starts waiting, so the link works even
-    when the wait fails.
-    """
-
-    name = "Scan"
+    name = "Link"
 
     @classmethod
     def persist(cls, context: Any, url: str | None) -> None:
@@ -43,3 +39,83 @@ class ScanLink(BaseOperatorLink):
 
         value = XCom.get_value(ti_key=ti_key, key=self.xcom_key)
         return value if isinstance(value, str) else ""
+
+
+class ScanLink(UrlLink):
+    """Link to the CI job of the scan a task waits for (or its repository when the job URL is unknown).
+
+    The task pushes the URL to XCom (``ScanLink.persist``) before it starts waiting, so the link works even
+    when the wait fails.
+    """
+
+    name = "Scan"
+
+
+class DashboardLink(UrlLink):
+    """A page of the findings dashboard about this run; ``FindingsBaseOperator`` stores every such link of its
+    operator when the task starts, before any request or wait, so the link is there whatever happens next."""
+
+    #: The dashboard page (``dashboard.links.PAGES`` or ``reports/<kind>``).
+    page = ""
+    #: Extra query parameters; ``run_id`` is added.
+    query: dict[str, str] = {}
+
+    def target(self, context: Any) -> str:
+        from urllib.parse import urlencode
+
+        from findings_provider.dashboard.links import dashboard_url
+
+        run_id = context.get("run_id") or getattr(context.get("ti"), "run_id", None)
+        query = {**self.query, **({"run_id": str(run_id)} if run_id else {})}
+        return dashboard_url(self.page, urlencode(query))
+
+
+class FindingsTriagedLink(DashboardLink):
+    """The findings this triage run triaged (or planned to), in the dashboard's findings table."""
+
+    name = "Findings triaged"
+    page = "findings"
+    query = {"touched": "triage"}
+
+
+class FindingsTicketedLink(DashboardLink):
+    """The findings this ticket run created tickets for, in the dashboard's findings table."""
+
+    name = "Findings ticketed"
+    page = "findings"
+    query = {"touched": "ticket"}
+
+
+class TicketsCreatedLink(DashboardLink):
+    """The tickets this run created (their links in the tracker), on the dashboard's activity page."""
+
+    name = "Tickets created"
+    page = "activity"
+
+
+class RulesChangedLink(DashboardLink):
+    """The rule mode changes this run sent, on the dashboard's policies page."""
+
+    name = "Rules changed"
+    page = "policies"
+
+
+class SummaryReportLink(DashboardLink):
+    """This run's findings summary report, stored in the warehouse."""
+
+    name = "Findings report"
+    page = "reports/findings_summary"
+
+
+class PolicyReportLink(DashboardLink):
+    """This run's policy tuning report (the proposals), stored in the warehouse."""
+
+    name = "Policy report"
+    page = "reports/policy_tuning"
+
+
+class InventoryReportLink(DashboardLink):
+    """This run's dependency inventory report, stored in the warehouse."""
+
+    name = "Inventory report"
+    page = "reports/dependency_inventory"

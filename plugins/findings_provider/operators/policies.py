@@ -7,6 +7,7 @@ from typing import Any
 
 from findings_provider.governance.common import as_id_list, preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.operators.links import PolicyReportLink, RulesChangedLink
 from findings_provider.values import as_bool
 
 PROPOSAL_STATE = "policy_tuning/proposal"
@@ -65,6 +66,8 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
     :return: ``{"proposed", "rules_evaluated", "dry_run", "needs_approval", "proposal_key", "report",
         "preview" (first rows), "approval_body" (markdown for the approver)}``.
     """
+
+    operator_extra_links = (PolicyReportLink(),)
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids", "dry_run")
 
@@ -173,6 +176,8 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
     :param approval_task_id: the approval task whose outcome gates the changes; None: no approval check.
     :param dry_run: log what would be applied and change nothing. Templated.
     """
+
+    operator_extra_links = (RulesChangedLink(),)
 
     lineage_writes = ("policy_changes",)
 

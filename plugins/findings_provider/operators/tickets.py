@@ -7,6 +7,7 @@ from typing import Any
 
 from findings_provider.config import TicketConfig, TicketPolicy, load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.operators.links import FindingsTicketedLink, TicketsCreatedLink
 from findings_provider.pipeline import approval, tickets
 from findings_provider.values import as_bool, as_int, as_optional_digits, as_optional_int
 
@@ -84,6 +85,8 @@ class CreateTicketsOperator(FindingsBaseOperator):
     :param tickets_per_call: tickets per request, 1..20 (default from pipeline.yaml).
     :param group_issues: one ticket per (repository, rule) group (default from pipeline.yaml).
     """
+
+    operator_extra_links = (FindingsTicketedLink(), TicketsCreatedLink(),)
 
     lineage_reads = ("findings", "secrets")
     lineage_writes = ("ticket_actions", "findings", "write_ledger", "dropped_findings")

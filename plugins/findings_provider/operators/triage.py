@@ -8,6 +8,7 @@ from typing import Any
 from findings_provider.config import TriagePolicy, load_pipeline_config
 from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator, responder
 from findings_provider.operators.base import FindingsBaseOperator
+from findings_provider.operators.links import FindingsTriagedLink
 from findings_provider.pipeline import approval, triage
 from findings_provider.values import as_bool, as_int_list, as_optional_int
 
@@ -136,6 +137,8 @@ class BulkTriageOperator(FindingsBaseOperator):
     :param policies: triage policies when planning here (default: pipeline.yaml).
     :param chunk_size: ids per request when planning here, 1..3000 (default: pipeline.yaml).
     """
+
+    operator_extra_links = (FindingsTriagedLink(),)
 
     lineage_reads = ("findings",)
     lineage_writes = ("triage_actions", "findings", "write_ledger", "dropped_findings")

@@ -143,12 +143,14 @@ class Warehouse:
         changes = partial(record_changes, dialect=self.engine.dialect.name, run_id=self.run_id)
         return self._upsert(findings, FINDING_COLUMNS, rows, before=changes)
 
-    def latest_report(self, name: str) -> Any:
-        """The newest stored report of ``name`` (``id``, ``name``, ``title``, ``run_id``, ``html``,
-        ``created_at``), or None."""
+    def latest_report(self, name: str, *, run_id: str | None = None) -> Any:
+        """The newest stored report of ``name`` (of ``run_id`` when given): ``id``, ``name``, ``title``,
+        ``run_id``, ``html``, ``created_at``; or None."""
+        stmt = select(reports).where(reports.c.name == name)
+        if run_id is not None:
+            stmt = stmt.where(reports.c.run_id == run_id)
         with self.engine.connect() as conn:
-            return conn.execute(select(reports).where(reports.c.name == name).order_by(reports.c.id.desc())
-                                .limit(1)).first()
+            return conn.execute(stmt.order_by(reports.c.id.desc()).limit(1)).first()
 
     def take_snapshot(self, day: date) -> int:
         """Replace ``day``'s daily counts (``finding_snapshots``) with the current ones; return the rows written."""
