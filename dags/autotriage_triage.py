@@ -46,10 +46,9 @@ CFG = CONFIG.autotriage_triage
 CONN = conn_ids(CONFIG)
 
 with DAG(
-    dag_id="autotriage_triage",
     description="Bulk-triage findings by their autotriage verdict",
     tags=["findings", "security", "triage"],
-    **dag_settings(CONFIG, schedule=CFG.schedule, assets=FINDINGS),
+    **dag_settings(CONFIG, "autotriage_triage", schedule=CFG.schedule, assets=FINDINGS),
     doc_md=__doc__,
     params={
         "dry_run": dry_run_param(CFG.dry_run, "Record the plan in triage_actions without calling the API."),

@@ -36,9 +36,8 @@ version range); they are sent to the API as its `dependencyFilter`.
 """
 
 with DAG(
-    dag_id="dependency_inventory",
     description="Pull the dependency inventory into the warehouse and report on it",
-    **dag_settings(CONFIG, schedule=CFG.schedule),
+    **dag_settings(CONFIG, "dependency_inventory", schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "dependencies"],
 ) as dag:

@@ -46,10 +46,9 @@ CFG = CONFIG.findings_extraction
 CONN = conn_ids(CONFIG)
 
 with DAG(
-    dag_id="findings_extraction",
     description="Pull code and supply-chain findings into the warehouse",
     tags=["findings", "security", "warehouse"],
-    **dag_settings(CONFIG, schedule=CFG.schedule, assets=SCANS),
+    **dag_settings(CONFIG, "findings_extraction", schedule=CFG.schedule, assets=SCANS),
     doc_md=__doc__,
     params={
         "issue_types": Param(

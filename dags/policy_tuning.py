@@ -50,9 +50,8 @@ them.
 """
 
 with DAG(
-    dag_id="policy_tuning",
     description="Propose, and on approval apply, rule mode changes from triage statistics",
-    **dag_settings(CONFIG, schedule=CFG.schedule),
+    **dag_settings(CONFIG, "policy_tuning", schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "policies"],
     params={

@@ -32,9 +32,8 @@ entry without `tags` leaves a project's tags alone.
 """
 
 with DAG(
-    dag_id="project_settings",
     description="Make projects' tags and managed-scan settings match include/projects.yaml",
-    **dag_settings(CONFIG, schedule=CFG.schedule),
+    **dag_settings(CONFIG, "project_settings", schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "projects"],
     params={

@@ -38,10 +38,9 @@ CFG = CONFIG.scan_monitoring
 CONN = conn_ids(CONFIG)
 
 with DAG(
-    dag_id="scan_monitoring",
     description="Watch scans, wait for running ones, flag failed and never-finished ones",
     tags=["findings", "security", "scans"],
-    **dag_settings(CONFIG, schedule=CFG.schedule),
+    **dag_settings(CONFIG, "scan_monitoring", schedule=CFG.schedule),
     doc_md=__doc__,
     params={
         "lookback_days": Param(

@@ -43,10 +43,9 @@ CFG = CONFIG.ticket_creation
 CONN = conn_ids(CONFIG)
 
 with DAG(
-    dag_id="ticket_creation",
     description="Create grouped issue-tracker tickets for findings that need work",
     tags=["findings", "security", "tickets"],
-    **dag_settings(CONFIG, schedule=CFG.schedule, assets=TRIAGE),
+    **dag_settings(CONFIG, "ticket_creation", schedule=CFG.schedule, assets=TRIAGE),
     doc_md=__doc__,
     params={
         "dry_run": dry_run_param(CFG.dry_run, "Record the plan in ticket_actions without calling the API."),

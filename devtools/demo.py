@@ -114,12 +114,14 @@ def banner(stack: Stack, seconds: float) -> None:
         f"Emulator:     {stack.emulator.url}/api/v1   token {stack.emulator.token}   "
         f"(request log: {stack.emulator.url}/_emulator/requests)",
         f"Warehouse:    {stack.warehouse_sqlite_path}",
-        f"Reports:      {stack.home / 'reports'}",
+        f"Dashboard:    {stack.ui_url}/plugin/findings   (Browse > Findings; the pages alone at "
+        f"{stack.ui_url}/findings-dashboard/)",
+        f"Reports:      {stack.home / 'reports'} (and on the dashboard)",
         f"Logs:         {stack.log_dir} (components), {stack.home / 'logs'} (tasks)",
         "",
         "The pipeline: scan_monitoring and findings_extraction were triggered; the Asset chain then runs",
-        "autotriage_triage and ticket_creation. With the emulator's generated scans, scan_monitoring's",
-        "alert_failed_scans task fails on purpose: that is how failed and never-finished scans show in the UI.",
+        "autotriage_triage and ticket_creation. The emulator's generated scans include failed and never-finished",
+        "ones: scan_monitoring alerts about them (logged, as no alert channel is configured) and stays green.",
         "",
         "Press Ctrl-C to stop every process of the demo.",
         "",

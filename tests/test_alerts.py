@@ -131,3 +131,43 @@ def test_an_approval_alert_names_the_request_and_links_to_its_page() -> None:
     assert alert.link is not None
     assert alert.link.endswith(("/dags/ticket_creation/runs/r1/tasks/approve_tickets/required_actions?map_index=-1",
                                 "http://airflow.test/log"))
+
+
+def test_a_missed_deadline_is_mailed_from_the_callback_airflow_runs(mailbox: Mailbox, monkeypatch, tmp_path) -> None:
+    """The Deadline alert's callback as the triggerer calls it (``callback(**kwargs, context=...)``, awaited)."""
+    import asyncio
+
+    from findings_provider.notifications import deadline_missed
+
+    data = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
+    data["alerts"] = {"channels": [{"type": "smtp", "to": ["oncall@example.test"], "events": ["deadline_missed"]}]}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("FINDINGS_PIPELINE_CONFIG", str(path))
+    context = {"dag_run": {"dag_id": "ticket_creation", "dag_run_id": "scheduled__2026-11-24", "state": "running",
+                           "queued_at": "2026-11-24T00:00:05Z"},
+               "deadline": {"id": "d1", "deadline_time": "2026-11-25T00:00:05Z"}}
+    assert asyncio.run(deadline_missed(minutes=1440, context=context)) == {"sent": 1, "failed": 0, "unrouted": 0}
+    (mail,) = mailbox.wait_for(lambda m: True)
+    assert mail.subject == "ticket_creation run scheduled__2026-11-24 not finished 1440 minutes after it was queued"
+    assert "approval" in mail.text
+    assert "2026-11-25T00:00:05Z" in mail.text
+
+
+def test_dags_get_the_deadlines_of_the_file_and_none_when_null() -> None:
+    from findings_provider.dag_defaults import dag_settings, deadline_for
+
+    cfg = load_pipeline_config().model_copy(deep=True)
+    cfg.alerts.deadlines = {"scan_monitoring": 45, "policy_tuning": None}
+    alert = deadline_for(cfg, "scan_monitoring")
+    assert alert.interval.total_seconds() == 45 * 60
+    assert alert.callback.path == "findings_provider.notifications.deadline_missed"
+    assert deadline_for(cfg, "policy_tuning") is None
+    assert deadline_for(cfg, "project_settings") is None
+    assert "deadline" not in dag_settings(cfg, "project_settings", schedule=None)
+    assert dag_settings(cfg, "scan_monitoring", schedule=None)["deadline"] == alert
+
+
+def test_a_deadline_of_zero_minutes_is_refused_naming_the_dag(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"deadlines.scan_monitoring = 0"):
+        AlertsConfig.model_validate({"deadlines": {"scan_monitoring": 0}})

@@ -279,8 +279,22 @@ class DependencyInventoryConfig(_Strict):
 
 
 #: What an alert is about (``findings_provider.alerts``); a channel takes every kind unless ``events`` says.
-AlertKind = Literal["scan_failed", "pipeline_failed", "approval_waiting", "new_critical", "sla_breach"]
+AlertKind = Literal["scan_failed", "pipeline_failed", "approval_waiting", "new_critical", "sla_breach",
+                    "deadline_missed"]
 ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+
+
+#: Recommended deadlines (minutes; ``include/pipeline.yaml`` shows them, off by default because Airflow 3.3.2's
+#: ``dag.test()`` fails on a DAG with a deadline): extraction not done within a day, scan monitoring behind by three
+#: of its 15-minute runs, a write or a policy change still waiting for its approval after a day (three days for
+#: policy tuning).
+RECOMMENDED_DEADLINES: dict[str, float | None] = {
+    "findings_extraction": 24 * 60,
+    "scan_monitoring": 45,
+    "autotriage_triage": 24 * 60,
+    "ticket_creation": 24 * 60,
+    "policy_tuning": 3 * 24 * 60,
+}
 
 
 class _Channel(_Strict):
@@ -313,6 +327,18 @@ class AlertsConfig(_Strict):
     fail_on_alert: bool = False
     channels: list[Annotated[SmtpChannel | NotifierChannel, Field(discriminator="type")]] = Field(
         default_factory=list)
+    #: Airflow Deadline alerts: minutes after a run of the DAG was queued by which it should have finished; a run
+    #: still going then sends ``deadline_missed`` (from the triggerer). A DAG not named (or null) has none; none
+    #: by default (see ``RECOMMENDED_DEADLINES``).
+    deadlines: dict[str, float | None] = Field(default_factory=dict)
+
+    @field_validator("deadlines")
+    @classmethod
+    def _deadlines(cls, value: dict[str, float | None]) -> dict[str, float | None]:
+        for dag_id, minutes in value.items():
+            if minutes is not None and minutes <= 0:
+                raise ValueError(f"deadlines.{dag_id} = {minutes}: minutes after the run was queued, > 0, or null")
+        return value
 
 
 class SlaConfig(_Strict):

@@ -44,9 +44,11 @@ def schedule_for(cron: str | None, assets: Any = None) -> Any:
     return timetable if timetable is not None else assets
 
 
-def dag_settings(config: Any, *, schedule: str | None, assets: Any = None) -> dict[str, Any]:
-    """The ``DAG(...)`` keyword arguments every pipeline DAG shares (``config``: the loaded pipeline.yaml)."""
-    return {
+def dag_settings(config: Any, dag_id: str, *, schedule: str | None, assets: Any = None) -> dict[str, Any]:
+    """The ``DAG(...)`` keyword arguments every pipeline DAG shares (``config``: the loaded pipeline.yaml), its
+    ``dag_id`` included, with the Deadline alert that ``alerts.deadlines`` gives it."""
+    settings: dict[str, Any] = {
+        "dag_id": dag_id,
         "schedule": schedule_for(schedule, assets),
         "start_date": START_DATE,
         "catchup": False,
@@ -54,6 +56,28 @@ def dag_settings(config: Any, *, schedule: str | None, assets: Any = None) -> di
         "default_args": default_args(pool=config.pool.name),
         "render_template_as_native_obj": True,
     }
+    deadline = deadline_for(config, dag_id)
+    if deadline is not None:
+        settings["deadline"] = deadline
+    return settings
+
+
+def deadline_for(config: Any, dag_id: str) -> Any:
+    """The DAG's Deadline alert (Airflow 3.1+): ``alerts.deadlines[dag_id]`` minutes after a run was queued, a run
+    not finished sends ``deadline_missed`` through the alert channels (``notifications.deadline_missed``, run by
+    the triggerer). None when the DAG has no deadline."""
+    minutes = config.alerts.deadlines.get(dag_id)
+    if minutes is None:
+        return None
+    from airflow.sdk.definitions.callback import AsyncCallback
+    from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(minutes=minutes),
+        callback=AsyncCallback("findings_provider.notifications.deadline_missed", kwargs={"minutes": minutes}),
+        name=f"{dag_id} not finished {minutes:g} minutes after it was queued",
+    )
 
 
 def conn_ids(config: Any) -> dict[str, str]:

@@ -94,3 +94,29 @@ def _approval_link(context: Any) -> str | None:
         return HITLOperator.generate_link_to_ui_from_context(context=context)
     except Exception:  # no [api] base_url configured: the task's log link instead
         return None
+
+
+async def deadline_missed(context: Any = None, minutes: float | None = None, **_: Any) -> dict[str, int]:
+    """Airflow Deadline alert callback (``dag_defaults.deadline_for``; run by the triggerer): the run of the
+    context is not finished ``minutes`` after it was queued; sends ``deadline_missed`` through the alert channels
+    (in a thread: SMTP and notifiers block) and returns the delivery counts."""
+    import asyncio
+
+    from findings_provider.dashboard.links import dashboard_url
+
+    alert = deadline_alert(context or {}, minutes, dashboard_url())
+    delivery = await asyncio.to_thread(deliver, [alert])
+    return delivery.as_dict()
+
+
+def deadline_alert(context: Any, minutes: float | None, link: str | None = None) -> Alert:
+    """The ``deadline_missed`` alert about the run of a Deadline callback's context (``dag_run``, ``deadline``)."""
+    run = context.get("dag_run") or {}
+    dag_id, run_id = run.get("dag_id") or "?", run.get("dag_run_id") or run.get("run_id") or "?"
+    waited = f"{minutes:g} minutes" if minutes is not None else "its deadline"
+    lines = [f"queued at {run.get('queued_at') or '?'}, state {run.get('state') or '?'}",
+             f"deadline {(context.get('deadline') or {}).get('deadline_time') or '?'}"]
+    if dag_id in ("autotriage_triage", "ticket_creation", "policy_tuning"):
+        lines.append("it may be waiting for a person's approval (Browse > Required Actions)")
+    return Alert("deadline_missed", f"{dag_id} run {run_id} not finished {waited} after it was queued",
+                 "\n".join(lines), link)

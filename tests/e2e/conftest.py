@@ -30,6 +30,7 @@ from .helpers import (  # noqa: E402
     ACTIVE_STACKS,
     ALERTS_TO,
     E2E_EMULATOR_ARGS,
+    SCAN_MONITORING_DEADLINE_MINUTES,
     TIMINGS,
     PipelineResult,
     artifact_dir,
@@ -79,7 +80,8 @@ def e2e_stack(e2e_home: Path, inbox: Mailbox) -> Iterator[Stack]:
     stack = Stack(
         home,
         pipeline_config=write_test_pipeline_config(
-            e2e_home, alerts={"channels": [{"type": "smtp", "conn_id": "smtp_default", "to": [ALERTS_TO]}]}),
+            e2e_home, alerts={"channels": [{"type": "smtp", "conn_id": "smtp_default", "to": [ALERTS_TO]}],
+                              "deadlines": {"scan_monitoring": SCAN_MONITORING_DEADLINE_MINUTES}}),
         extra_env={"AIRFLOW_CONN_SMTP_DEFAULT": inbox.connection_json()},
         emulator=EmulatorOptions(token="e2e-token", findings=5000, extra_args=E2E_EMULATOR_ARGS),
         fast=True,

@@ -33,6 +33,8 @@ TEST_POKE_INTERVAL = 2
 #: The scan that ends in SCAN_STATUS_ERROR: still running when the second scan_monitoring run searches.
 FAILING_SCAN_AFTER = 25.0
 SENSOR_TASK = "wait_for_scan"
+#: The e2e stack's Deadline alert on scan_monitoring: its runs wait for scans far longer, so each misses it.
+SCAN_MONITORING_DEADLINE_MINUTES = 0.1
 SCAN_TRIGGER_CLASSPATH = "findings_provider.triggers.scan.ScanStatusTrigger"
 
 

@@ -21,6 +21,7 @@ from devtools.stack import PIPELINE_DAGS, POOL_NAME, POOL_SLOTS, Stack
 
 from .helpers import (
     ALERTS_TO,
+    SCAN_MONITORING_DEADLINE_MINUTES,
     SCAN_TRIGGER_CLASSPATH,
     SENSOR_TASK,
     PipelineResult,
@@ -245,6 +246,18 @@ def test_a_failed_scan_is_mailed_and_the_monitoring_run_stays_green(e2e_stack: S
     assert mails[0].recipients == (ALERTS_TO,)
 
 
+def test_a_missed_deadline_is_mailed_by_the_scheduler_and_triggerer(e2e_stack: Stack, pipeline: PipelineResult,
+                                                                     inbox: Mailbox) -> None:
+    """scan_monitoring has a Deadline alert of a few seconds in this stack (its runs wait for scans much longer):
+    the real scheduler sees the deadline pass and the triggerer runs our callback, which mails the alert."""
+    watch = pipeline.manual["scan_monitoring"]
+    assert watch.state == "success", watch.summary()  # a missed deadline alerts; it does not fail the run
+    subject = f"scan_monitoring run {watch.run_id} not finished {SCAN_MONITORING_DEADLINE_MINUTES:g} minutes"
+    mails = inbox.wait_for(lambda m: m.subject.startswith(subject), timeout=120)
+    assert len(mails) == 1, [m.subject for m in inbox.mails()]
+    assert mails[0].recipients == (ALERTS_TO,)
+
+
 def test_failed_scan_is_alerted_when_no_scan_is_running(e2e_stack: Stack, pipeline: PipelineResult,
                                                         inbox: Mailbox) -> None:
     """A scan that already ended in error and nothing left running: the mapped sensor expands to zero
@@ -398,3 +411,9 @@ def test_reports_were_written(e2e_stack: Stack, pipeline: PipelineResult) -> Non
     assert any("findings_summary" in p for p in html), html
     assert any(p.startswith("dependency_inventory/") for p in html), html
     assert any(p.startswith("policy_tuning/") for p in html), html
+    engine = warehouse_engine(e2e_stack)  # and in the warehouse, where the dashboard on the API server reads them
+    try:
+        stored = {r["name"] for r in rows(engine, "SELECT name FROM reports")}
+    finally:
+        engine.dispose()
+    assert {"findings_summary", "dependency_inventory", "policy_tuning"} <= stored
