@@ -74,3 +74,14 @@ def test_the_operators_import_nothing_of_openlineage() -> None:
             "m.startswith(('airflow.providers.openlineage.extractors', 'airflow.providers.openlineage.plugins'))])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_extraction_reports_the_findings_it_read_and_the_history_it_wrote(fresh, warehouse, tmp_path) -> None:
+    from findings_provider.operators.findings import ExtractFindingsOperator
+
+    operator = ExtractFindingsOperator(task_id="extract", issue_types=["sast"])
+    assert operator.execute(make_context())["findings"] > 0
+    lineage = operator.get_openlineage_facets_on_complete(None)
+    assert [name for _, name in names(lineage.inputs)] == [
+        f"/api/v1/deployments/{fresh.deployment_slug}/findings", f"/api/v1/deployments/{fresh.deployment_id}/secrets"]
+    assert [name for _, name in names(lineage.outputs)] == ["findings", "finding_events", "finding_snapshots"]

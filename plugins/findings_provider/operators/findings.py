@@ -34,6 +34,9 @@ class ExtractFindingsOperator(FindingsBaseOperator):
     :param overlap_minutes: how far before the watermark an incremental pull starts (default: pipeline.yaml).
     """
 
+    lineage_reads = ("findings", "secrets")
+    lineage_writes = ("findings", "finding_events", "finding_snapshots")
+
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "issue_types", "full_refresh")
     ui_color = "#dff0d8"
 

@@ -35,6 +35,9 @@ class SearchScansOperator(FindingsBaseOperator):
     :param overlap_minutes: how far before the last successful search the next one starts (templated).
     """
 
+    lineage_reads = ("scans_search",)
+    lineage_writes = ("scans",)
+
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "lookback_days", "overlap_minutes")
     ui_color = "#dbe9f6"
 
@@ -70,6 +73,9 @@ class RefreshScansOperator(FindingsBaseOperator):
     :param failed_ids: failures already known (templated).
     :param newly_completed: completions already counted (templated).
     """
+
+    lineage_reads = ("scan_get",)
+    lineage_writes = ("scans",)
 
     template_fields: Sequence[str] = (
         *FindingsBaseOperator.template_fields, "scan_ids", "failed_ids", "newly_completed",
