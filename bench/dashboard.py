@@ -1,7 +1,7 @@
 """Dashboard pages from a large warehouse: the time to render each page of the findings dashboard.
 
 Builds a SQLite warehouse of N findings (sast, sca and secrets across 500 repositories, every severity and status,
-through the product's own row builder and upsert), 90 days of daily snapshots, history events for a tenth of
+about 2 KB of JSON each like the service's, through the product's own row builder and upsert), 90 days of daily snapshots, history events for a tenth of
 the findings, scans, triage and ticket logs, and runs the summary task's metrics once (their time is reported
 too: they are computed by a task, not by a page). Then requests each page through the dashboard's FastAPI app
 in process (``fastapi.testclient``; Airflow's login check is replaced by a no-op, the rest is the app as the API
@@ -29,6 +29,7 @@ PAGES = ("/", "/findings", "/findings?severity=critical&status=open", "/findings
          "/findings?after=sast:500000", "/findings?rule_name=no-such-rule", "/scans", "/activity", "/policies",
          "/inventory", "/reports/findings_summary")
 SEVERITIES = ("critical", "high", "medium", "low")
+FILLER = "Untrusted input reaches a SQL query without parameters; use bound parameters instead. " * 30
 STATUSES = ("open", "open", "open", "fixed", "ignored", "reviewing")
 
 
@@ -59,6 +60,8 @@ def build(database: Path, findings: int, seed: int = 7) -> dict[str, float]:
             "relevant_since": since.isoformat(), "line_of_code_url": f"https://git.example.com/acme/{i}",
             "state_updated_at": (since + timedelta(days=rng.randrange(60))).isoformat() if status == "fixed" else None,
             "triaged_at": (since + timedelta(days=rng.randrange(20))).isoformat() if i % 3 == 0 else None,
+            # the size of a real finding's JSON (about 2 KB: rule text, assistant explanations)
+            "rule_message": FILLER[: 1500 + i % 500],
         }))
         if len(batch) == 3000:
             warehouse.upsert_findings(batch)

@@ -79,3 +79,15 @@ def test_a_not_null_column_is_refused_with_its_name(engine):
     column = Column("made_up", Text, nullable=False)
     with engine.begin() as conn, pytest.raises(RuntimeError, match=r"findings\.made_up"):
         migrate_module.add_columns(conn, {"findings": [column]})
+
+
+def test_an_index_a_newer_version_added_is_created_on_first_use(engine) -> None:
+    from findings_provider.warehouse import Warehouse
+    from sqlalchemy import inspect
+
+    Warehouse(engine).create_all()
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_findings_rule")
+    assert "ix_findings_rule" not in {i["name"] for i in inspect(engine).get_indexes("findings")}
+    Warehouse(engine).create_all()
+    assert "ix_findings_rule" in {i["name"] for i in inspect(engine).get_indexes("findings")}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
+import time
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
@@ -408,8 +409,10 @@ def run_extraction(
         )
     if error is not None:
         raise error
+    started = time.perf_counter()
     snapshot = warehouse.take_snapshot(now.date())
-    log.info("snapshot of %s: %d rows of counts by issue type, repository, severity and status", now.date(), snapshot)
+    log.info("snapshot of %s: %d rows of counts by issue type, repository, severity and status (%.1f s)",
+             now.date(), snapshot, time.perf_counter() - started)
     return {
         "issue_types": results,
         "written": sum(r["written"] for r in results.values()),

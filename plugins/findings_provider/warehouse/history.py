@@ -1,71 +1,63 @@
 """Findings history: the changes the pipeline observes (``finding_events``) and daily counts (``finding_snapshots``).
 
 Nothing here asks the service anything: every upsert of findings (the extraction's pages, the fresh re-reads
-before a write, the re-read after one) compares the stored values of ``HISTORY_FIELDS`` with the values it is
-about to write and records each difference, in the upsert's own transaction. So a change is recorded once
-whichever run reads it first, a rerun or a full refresh that reads the same state adds nothing, and a failed page
-records nothing. A finding's first observation is not an event: its row is the starting state, with the times the
-service itself gives (``relevant_since``, ``triaged_at``, ``state_updated_at``), which is what lets a first sync
-answer "how long did it take" for what happened before the pipeline ran.
+before a write, the re-read after one) records, in its own transaction, each stored value of ``HISTORY_FIELDS``
+that the upsert changes. So a change is recorded once whichever run reads it first, a rerun or a full refresh
+that reads the same state adds nothing, and a failed page records nothing. A finding's first observation is not an
+event: its row is the starting state, with the times the service itself gives (``relevant_since``, ``triaged_at``,
+``state_updated_at``), which is what lets a first sync answer "how long did it take" for what happened before the
+pipeline ran.
 
-The comparison costs one indexed read of the page's stored rows: about 3 ms for a 3000-finding page on SQLite
-(measured by ``bench/run_all.py``'s re-sync, which reads every page again).
+The comparison is set-based and costs nothing for rows the upsert does not change:
+
+- SQLite: a ``TEMP`` trigger (connection-local, created on first use) after each update of ``findings`` writes
+  the differences; it reads the observing run and time from a ``TEMP`` table the upsert fills for the length of its
+  transaction, so other updates of ``findings`` (migrations, tests) record nothing;
+- PostgreSQL: one ``INSERT ... SELECT`` joins the upsert's ``COPY`` staging table with ``findings`` before the
+  merge.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from datetime import date, datetime, timezone
-from typing import Any
 
 from sqlalchemy import delete, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
-from .rows import FINDING_COLUMNS, Row
 from .schema import UtcDateTime, finding_snapshots, findings
 
 #: The finding columns whose changes are recorded.
 HISTORY_FIELDS = ("status", "triage_state", "triage_reason", "severity", "external_ticket_id")
+_EVENT_COLUMNS = "issue_type, finding_id, field, old_value, new_value, observed_at, run_id"
 
-_TYPE = FINDING_COLUMNS.index("issue_type")
-_ID = FINDING_COLUMNS.index("id")
-_TRACKED = tuple(FINDING_COLUMNS.index(name) for name in HISTORY_FIELDS)
-_SELECT = f"SELECT id, {', '.join(HISTORY_FIELDS)} FROM findings WHERE issue_type = {{p}} AND id {{ids}}"
-_STORED = {
-    "sqlite": _SELECT.format(p="?", ids="IN (SELECT value FROM json_each(?))"),
-    "postgresql": _SELECT.format(p="%s", ids="= ANY(%s)"),
-}
-_INSERT = (
-    "INSERT INTO finding_events (issue_type, finding_id, field, old_value, new_value, observed_at, run_id) "
-    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"
+
+def _pairs(old: str, new: str) -> str:
+    """``VALUES`` rows (field, old text, new text) of every history field of two row aliases."""
+    return ", ".join(f"('{f}', CAST({old}.{f} AS TEXT), CAST({new}.{f} AS TEXT))" for f in HISTORY_FIELDS)
+
+
+#: SQLite: the connection-local context (observing run and time) and the trigger that reads it.
+SQLITE_CONTEXT = "CREATE TEMP TABLE IF NOT EXISTS findings_history_context (run_id TEXT, observed_at TEXT)"
+SQLITE_TRIGGER = (
+    "CREATE TEMP TRIGGER IF NOT EXISTS findings_history AFTER UPDATE ON main.findings BEGIN "
+    f"INSERT INTO finding_events ({_EVENT_COLUMNS}) "
+    "SELECT old.issue_type, old.id, v.column1, v.column2, v.column3, c.observed_at, c.run_id "
+    f"FROM (VALUES {_pairs('old', 'new')}) AS v, temp.findings_history_context AS c "
+    "WHERE v.column2 IS NOT v.column3; END"
 )
-_EVENTS = {"sqlite": _INSERT.format(p="?"), "postgresql": _INSERT.format(p="%s")}
+SQLITE_SET = "INSERT INTO temp.findings_history_context (run_id, observed_at) VALUES (?, ?)"
+SQLITE_CLEAR = "DELETE FROM temp.findings_history_context"
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def record_changes(cursor: Any, rows: Sequence[Row], now: str, *, dialect: str, run_id: str | None) -> int:
-    """Record in ``finding_events`` each ``HISTORY_FIELDS`` value of ``rows`` that differs from the stored one
-    (findings not stored yet have no event); ``cursor`` is a DBAPI cursor inside the upsert's transaction.
-    Return the events recorded."""
-    by_type: dict[str, dict[int, Row]] = {}
-    for row in rows:
-        by_type.setdefault(row[_TYPE], {})[row[_ID]] = row
-    events = []
-    for issue_type, by_id in by_type.items():
-        ids: Any = json.dumps(list(by_id)) if dialect == "sqlite" else list(by_id)
-        cursor.execute(_STORED[dialect], (issue_type, ids))
-        for stored in cursor.fetchall():
-            new = by_id[stored[0]]
-            for field, old, position in zip(HISTORY_FIELDS, stored[1:], _TRACKED, strict=True):
-                if old != new[position]:
-                    events.append((issue_type, stored[0], field, _text(old), _text(new[position]), now, run_id))
-    if events:
-        cursor.executemany(_EVENTS[dialect], events)
-    return len(events)
+def postgresql_events(stage: str, target: str) -> str:
+    """PostgreSQL: the differences between the staged rows and the stored ones, as events (params: time, run)."""
+    return (
+        f"INSERT INTO finding_events ({_EVENT_COLUMNS}) "
+        "SELECT t.issue_type, t.id, v.field, v.old_value, v.new_value, CAST(%s AS timestamptz), %s "
+        f"FROM {stage} s JOIN {target} t ON t.issue_type = s.issue_type AND t.id = s.id "
+        f"CROSS JOIN LATERAL (VALUES {_pairs('t', 's')}) AS v(field, old_value, new_value) "
+        "WHERE v.old_value IS DISTINCT FROM v.new_value"
+    )
 
 
 def take_snapshot(conn: Connection, day: date) -> int:

@@ -1,4 +1,4 @@
-"""Bring an existing warehouse up to the tables of :mod:`.schema`: add the columns later versions added.
+"""Bring an existing warehouse up to the tables of :mod:`.schema`: add the columns and indexes later versions added.
 
 ``create_all`` creates missing tables, but never changes a table that exists. A column added to a table after a
 release (``findings.validation_state`` and ``findings.path``, for instance) is added here with ``ALTER TABLE ...
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import Column, Table, and_, bindparam, inspect, or_, select, update
+from sqlalchemy import Column, Index, Table, and_, bindparam, inspect, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -39,6 +39,26 @@ def missing_columns(conn: Connection) -> dict[str, list[Column]]:
         if absent:
             missing[name] = absent
     return missing
+
+
+def missing_indexes(conn: Connection) -> list[Index]:
+    """Indexes of :mod:`.schema` that the existing tables lack (a new table gets its indexes from ``create_all``)."""
+    inspector = inspect(conn)
+    existing = set(inspector.get_table_names())
+    missing = []
+    for name, table in metadata.tables.items():
+        if name not in existing:
+            continue
+        have = {i["name"] for i in inspector.get_indexes(name)}
+        missing += [index for index in table.indexes if index.name not in have]
+    return missing
+
+
+def add_indexes(conn: Connection, missing: list[Index]) -> None:
+    """Create each missing index (on a large warehouse this takes a while, once)."""
+    for index in missing:
+        index.create(conn)
+        log.warning("warehouse: created the index %s on %s (new in this version)", index.name, index.table.name)
 
 
 def add_columns(conn: Connection, missing: dict[str, list[Column]]) -> None:

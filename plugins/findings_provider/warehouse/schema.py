@@ -113,6 +113,9 @@ findings = Table(
     Index("ix_findings_type_status", "issue_type", "status"),
     Index("ix_findings_type_verdict", "issue_type", "autotriage_verdict"),
     Index("ix_findings_external_ticket", "external_ticket_id"),
+    # the dashboard's findings table filters by repository and by rule (added in schema 3)
+    Index("ix_findings_repository", "repository_name"),
+    Index("ix_findings_rule", "rule_name"),
 )
 
 scans = Table(

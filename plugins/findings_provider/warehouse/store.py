@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date
-from functools import partial
 from operator import itemgetter
 from typing import Any, Literal, TypeVar, get_args
 
@@ -37,8 +36,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
-from .history import record_changes, take_snapshot
-from .migrate import add_columns, missing_columns
+from .history import SQLITE_CLEAR, SQLITE_CONTEXT, SQLITE_SET, SQLITE_TRIGGER, postgresql_events, take_snapshot
+from .migrate import add_columns, add_indexes, missing_columns, missing_indexes
 from .rows import (
     DEPENDENCY_COLUMNS,
     DEPENDENCY_REPOSITORY_COLUMNS,
@@ -122,7 +121,8 @@ class Warehouse:
         """Create the missing tables and indexes, and add the columns a newer version added to existing tables
         (filled from ``raw``, see :mod:`.migrate`); catalogue queries only when nothing is missing; safe to race."""
         with self.engine.connect() as conn:
-            if set(metadata.tables) <= set(inspect(conn).get_table_names()) and not missing_columns(conn):
+            if (set(metadata.tables) <= set(inspect(conn).get_table_names()) and not missing_columns(conn)
+                    and not missing_indexes(conn)):
                 return
         with self.engine.begin() as conn:
             if conn.dialect.name == "postgresql":
@@ -131,6 +131,7 @@ class Warehouse:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock before checking what exists
             metadata.create_all(conn)
             add_columns(conn, missing_columns(conn))
+            add_indexes(conn, missing_indexes(conn))
 
     # --- bulk upserts -----------------------------------------------------------------------------
 
@@ -140,8 +141,7 @@ class Warehouse:
         In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
         ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`).
         """
-        changes = partial(record_changes, dialect=self.engine.dialect.name, run_id=self.run_id)
-        return self._upsert(findings, FINDING_COLUMNS, rows, before=changes)
+        return self._upsert(findings, FINDING_COLUMNS, rows, history=True)
 
     def latest_report(self, name: str, *, run_id: str | None = None) -> Any:
         """The newest stored report of ``name`` (of ``run_id`` when given): ``id``, ``name``, ``title``,
@@ -182,12 +182,13 @@ class Warehouse:
         table: Table,
         columns: tuple[str, ...],
         rows: Sequence[Row],
-        before: Callable[[Any, Sequence[Row], str], None] | None = None,
+        *,
+        history: bool = False,
     ) -> int:
         """Upsert rows keyed by the table's primary key; of duplicate keys in ``rows`` the last one wins.
 
-        Rows are written in key order so that concurrent upserts of overlapping pages cannot deadlock. ``before``
-        (DBAPI cursor, the unique rows, the time) runs first in the same transaction.
+        Rows are written in key order so that concurrent upserts of overlapping pages cannot deadlock. With
+        ``history`` (findings), the changes of ``HISTORY_FIELDS`` are recorded in the same transaction.
         """
         key = itemgetter(*(columns.index(column.name) for column in table.primary_key.columns))
         unique = sorted({key(row): row for row in rows}.values(), key=key)
@@ -199,16 +200,24 @@ class Warehouse:
             with self.engine.begin() as conn:
                 cursor = conn.connection.cursor()
                 try:
-                    if before is not None:
-                        before(cursor, unique, now)
                     if conn.dialect.name == "postgresql":
-                        create_stage, copy, merge = self._sql(conn, table, columns)
+                        create_stage, copy, merge, events = self._sql(conn, table, columns)
                         cursor.execute(create_stage)
                         cursor.copy_expert(copy, io.StringIO(_copy_text(unique)))
+                        if history:
+                            cursor.execute(events, (now, self.run_id))
                         cursor.execute(merge, (now,))
                     else:
                         (upsert,) = self._sql(conn, table, columns)
+                        if history:
+                            cursor.execute(SQLITE_CONTEXT)
+                            cursor.execute(SQLITE_TRIGGER)
+                            cursor.execute(SQLITE_SET, (self.run_id, now))
                         cursor.executemany(upsert, [(*row, now) for row in unique])
+                        written = int(cursor.rowcount)
+                        if history:
+                            cursor.execute(SQLITE_CLEAR)
+                        return written
                     # A lost connection raises here as the driver's error; the rollback on the way out then fails
                     # as a SQLAlchemy error marked as a disconnect (and the pool is invalidated).
                     return int(cursor.rowcount)
@@ -474,6 +483,7 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
             f"COPY {stage} ({names}) FROM STDIN",
             f"INSERT INTO {target} ({names}, synced_at) SELECT {names}, CAST(%s AS timestamptz) FROM {stage} "
             f"{on_conflict} WHERE {target}.raw IS DISTINCT FROM excluded.raw",
+            postgresql_events(stage, target),
         )
     placeholders = ", ".join("?" * (len(columns) + 1))
     return (
