@@ -96,17 +96,18 @@ def _approval_link(context: Any) -> str | None:
         return None
 
 
-async def deadline_missed(context: Any = None, minutes: float | None = None, **_: Any) -> dict[str, int]:
+async def deadline_missed(context: Any = None, minutes: float | None = None, **_: Any) -> str:
     """Airflow Deadline alert callback (``dag_defaults.deadline_for``; run by the triggerer): the run of the
     context is not finished ``minutes`` after it was queued; sends ``deadline_missed`` through the alert channels
-    (in a thread: SMTP and notifiers block) and returns the delivery counts."""
+    (in a thread: SMTP and notifiers block) and returns the delivery counts as text (Airflow stores a callback's
+    result in a text column: anything else crashes the triggerer on Airflow 3.3.2)."""
     import asyncio
 
     from findings_provider.dashboard.links import dashboard_url
 
     alert = deadline_alert(context or {}, minutes, dashboard_url())
     delivery = await asyncio.to_thread(deliver, [alert])
-    return delivery.as_dict()
+    return ", ".join(f"{key} {value}" for key, value in delivery.as_dict().items())
 
 
 def deadline_alert(context: Any, minutes: float | None, link: str | None = None) -> Alert:
