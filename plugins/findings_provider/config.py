@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +43,8 @@ from findings_provider.client.models import (
 
 #: Where the configuration lives unless ``FINDINGS_PIPELINE_CONFIG`` says otherwise: ``<project>/include``.
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "include" / "pipeline.yaml"
+#: Where a wheel installs the DAG files and the default configuration (``data-files`` in pyproject.toml).
+INSTALLED_SHARE = Path(sys.prefix) / "share" / "findings-airflow"
 
 
 class ConfigError(ValueError):
@@ -488,12 +491,16 @@ def load_yaml_model(path: str | Path, model: type[BaseModel]) -> Any:
 
 
 def config_path() -> Path:
-    """``$FINDINGS_PIPELINE_CONFIG``, else ``<project>/include/pipeline.yaml``, else ``$AIRFLOW_HOME/include/...``."""
+    """``$FINDINGS_PIPELINE_CONFIG``, else ``<project>/include/pipeline.yaml`` (a checkout), else
+    ``$AIRFLOW_HOME/include/pipeline.yaml`` (your copy), else the one the wheel installed
+    (``<prefix>/share/findings-airflow/include/pipeline.yaml``)."""
     if os.environ.get("FINDINGS_PIPELINE_CONFIG"):
         return Path(os.environ["FINDINGS_PIPELINE_CONFIG"])
     if DEFAULT_CONFIG_PATH.exists():
         return DEFAULT_CONFIG_PATH
-    return Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "include" / "pipeline.yaml"
+    home = Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "include" / "pipeline.yaml"
+    installed = INSTALLED_SHARE / "include" / "pipeline.yaml"
+    return installed if not home.exists() and installed.exists() else home
 
 
 @lru_cache(maxsize=8)
