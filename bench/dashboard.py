@@ -1,11 +1,12 @@
 """Dashboard pages from a large warehouse: the time to render each page of the findings dashboard.
 
 Builds a SQLite warehouse of N findings (sast, sca and secrets across 500 repositories, every severity and status,
-about 2 KB of JSON each like the service's, through the product's own row builder and upsert), 90 days of daily snapshots, history events for a tenth of
-the findings, scans, triage and ticket logs, and runs the summary task's metrics once (their time is reported
-too: they are computed by a task, not by a page). Then requests each page through the dashboard's FastAPI app
-in process (``fastapi.testclient``; Airflow's login check is replaced by a no-op, the rest is the app as the API
-server mounts it), ``--runs`` times each, and reports the median and the worst time per page.
+about 2 KB of JSON each like the service's, through the product's own row builder and upsert), 90 days of daily
+snapshots, history events for a tenth of the findings, scans, triage and ticket logs, and runs the summary task's
+metrics once (their time is reported too: they are computed by a task, not by a page). Then requests each page
+through the dashboard's FastAPI app in process (``fastapi.testclient``; Airflow's login check is replaced by a
+no-op, the rest is the app as the API server mounts it), ``--runs`` times each, and reports the median and the
+worst time per page.
 
     python bench/dashboard.py --findings 1000000 --runs 5 --out /tmp/dashboard.json
 """
