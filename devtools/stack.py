@@ -46,22 +46,13 @@ if __package__ in (None, ""):  # run as a script: make ``devtools`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from devtools.airflow_api import AirflowApi, ApiError
+from findings_provider.dag_defaults import PIPELINE_DAGS  # the seven pipeline DAGs: one list, the provider's
 
 REPO = Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO / "dags"
 PLUGINS_FOLDER = REPO / "plugins"
 PIPELINE_CONFIG = REPO / "include" / "pipeline.yaml"
 
-#: The seven pipeline DAGs (see shared/interfaces.md).
-PIPELINE_DAGS = (
-    "scan_monitoring",
-    "findings_extraction",
-    "autotriage_triage",
-    "ticket_creation",
-    "policy_tuning",
-    "project_settings",
-    "dependency_inventory",
-)
 API_CONN_ID = "findings_api_default"
 WAREHOUSE_CONN_ID = "findings_warehouse_default"
 POOL_NAME = "findings_api"

@@ -5,6 +5,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+#: The seven pipeline DAG ids (shared/interfaces.md), the one list the stack launcher and the dashboard use.
+PIPELINE_DAGS = (
+    "scan_monitoring",
+    "findings_extraction",
+    "autotriage_triage",
+    "ticket_creation",
+    "policy_tuning",
+    "project_settings",
+    "dependency_inventory",
+)
 API_POOL = "findings_api"
 OWNER = "appsec"
 

@@ -56,22 +56,27 @@ def _severity_sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.loc[order]
 
 
-def open_over_time(warehouse: Warehouse, days: int = 90, now: datetime | None = None) -> pd.DataFrame:
-    """Open findings per snapshot day (rows, oldest first) and severity (columns, most severe first)."""
+def open_over_time(warehouse: Warehouse, days: int = 90, now: datetime | None = None,
+                   by: str = "severity") -> pd.DataFrame:
+    """Open findings per snapshot day (rows, oldest first) and ``by`` (columns): ``severity`` (most severe first)
+    or ``issue_type``."""
     import pandas as pd
 
+    if by not in ("severity", "issue_type"):
+        raise ValueError(f"by = {by!r}: expected severity or issue_type")
     start = ((now or datetime.now(timezone.utc)) - timedelta(days=days)).date().isoformat()
+    column = finding_snapshots.c[by]
     stmt = (
-        select(finding_snapshots.c.day, finding_snapshots.c.severity, func.sum(finding_snapshots.c["count"]))
+        select(finding_snapshots.c.day, column, func.sum(finding_snapshots.c["count"]))
         .where(finding_snapshots.c.day >= start, finding_snapshots.c.status.in_(OPEN_STATUSES))
-        .group_by(finding_snapshots.c.day, finding_snapshots.c.severity)
+        .group_by(finding_snapshots.c.day, column)
     )
-    frame = _frame(warehouse, stmt, ["day", "severity", "findings"])
+    frame = _frame(warehouse, stmt, ["day", by, "findings"])
     if frame.empty:
         return pd.DataFrame(dtype="int64")
-    frame["severity"] = frame["severity"].replace("", "unknown")
-    table = frame.pivot_table(index="day", columns="severity", values="findings", aggfunc="sum", fill_value=0)
-    table = table[_severity_sorted(table.T).index]
+    frame[by] = frame[by].replace("", "unknown")
+    table = frame.pivot_table(index="day", columns=by, values="findings", aggfunc="sum", fill_value=0)
+    table = table[_severity_sorted(table.T).index] if by == "severity" else table[sorted(table.columns)]
     table.columns.name = None
     return table.astype("int64")
 

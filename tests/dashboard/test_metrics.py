@@ -119,3 +119,12 @@ def test_a_fix_time_target_below_one_day_is_refused_naming_it(days: int) -> None
 
     with pytest.raises((ValidationError, ConfigError), match=f"fix_days.high = {days}"):
         SlaConfig(fix_days={"high": days})
+
+
+def test_open_over_time_by_issue_type(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([finding(1), finding(2, "sca"), finding(3, "sca"), finding(4, "sca", status="fixed")])
+    warehouse.take_snapshot(date(2026, 2, 28))
+    table = metrics.open_over_time(warehouse, now=NOW, by="issue_type")
+    assert table.to_dict("index") == {"2026-02-28": {"sast": 1, "sca": 2}}
+    with pytest.raises(ValueError, match="by = 'rule_name'"):
+        metrics.open_over_time(warehouse, now=NOW, by="rule_name")

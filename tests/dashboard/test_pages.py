@@ -117,3 +117,17 @@ def test_the_dashboards_address_follows_airflows_base_url(monkeypatch: pytest.Mo
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
     assert dashboard_url("findings", "severity=critical") == (
         f"https://airflow.example.com{URL_PREFIX}/findings?severity=critical")
+
+
+def test_overview_lists_the_approvals_waiting_with_links_to_airflows_page(warehouse: Warehouse) -> None:
+    waiting = [{"dag_id": "ticket_creation", "run_id": "scheduled__2026-11-24T00:00:00+00:00",
+                "task_id": "approve_tickets", "map_index": -1, "subject": "Create 240 tickets?",
+                "created_at": "2026-11-24 00:01:00+00:00"}]
+    app = create_app(lambda: (warehouse, PipelineConfig()), auth=lambda: None, approvals=lambda: waiting)
+    text = TestClient(app).get("/").text
+    assert "Approvals waiting (1)" in text
+    assert ('href="../dags/ticket_creation/runs/scheduled__2026-11-24T00%3A00%3A00%2B00%3A00/tasks/approve_tickets/'
+            'required_actions?map_index=-1"') in text
+    assert "Create 240 tickets?" in text
+    unreadable = create_app(lambda: (warehouse, PipelineConfig()), auth=lambda: None, approvals=lambda: None)
+    assert "cannot be read" in TestClient(unreadable).get("/").text

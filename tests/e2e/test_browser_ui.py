@@ -190,6 +190,8 @@ def test_findings_dashboard_inside_the_airflow_ui(browser_page: Any, e2e_stack: 
     frame = page.frame_locator("iframe").first
     expect(frame.locator("h1")).to_have_text("Findings overview", timeout=TIMEOUT_MS)
     expect(frame.locator(".card").first).to_be_visible(timeout=TIMEOUT_MS)
+    # the API server reads Airflow's own database for the approvals waiting (none in this session's runs)
+    expect(frame.locator("h2", has_text="Approvals waiting (0)")).to_be_visible(timeout=TIMEOUT_MS)
     page.screenshot(path=str(SCREENSHOTS / "06-findings-dashboard.png"), full_page=True)
 
     engine = warehouse_engine(e2e_stack)

@@ -43,8 +43,10 @@ def default_sources() -> tuple[Warehouse, PipelineConfig]:
 
 
 def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default_sources,
-               auth: Callable[..., Any] | None = None) -> FastAPI:
-    """The app; ``sources`` and ``auth`` are replaceable for tests (``auth`` defaults to ``authorize()``)."""
+               auth: Callable[..., Any] | None = None,
+               approvals: Callable[[], Any] = pages.pending_approvals) -> FastAPI:
+    """The app; ``sources``, ``auth`` (default ``authorize()``) and ``approvals`` (Airflow's waiting
+    human-in-the-loop requests) are replaceable for tests."""
     app = FastAPI(title="Findings dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     guard = [Depends(auth or authorize())]
 
@@ -54,7 +56,7 @@ def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default
 
     @app.get("/", dependencies=guard, response_class=HTMLResponse)
     async def overview() -> HTMLResponse:
-        return await page(lambda w, c: pages.overview(w))
+        return await page(lambda w, c: pages.overview(w, approvals=approvals()))
 
     @app.get("/findings", dependencies=guard, response_class=HTMLResponse)
     async def findings(request: Request) -> HTMLResponse:

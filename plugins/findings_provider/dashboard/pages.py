@@ -9,16 +9,18 @@ read the newest rows of small tables. So a page's time does not grow with the nu
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import orjson
 from sqlalchemy import and_, false, func, literal, or_, select, tuple_
 
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.config import PipelineConfig
+from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.dashboard.links import PAGES
 from findings_provider.metrics import OPEN_STATUSES, SEVERITY_ORDER, activity_per_run, policy_changes_made, scan_health
 from findings_provider.reports import OTHER_COLOUR, SEVERITY_COLOURS
@@ -33,6 +35,7 @@ from findings_provider.warehouse.schema import (
 )
 from findings_provider.warehouse.store import TICKETED_OUTCOMES
 
+log = logging.getLogger(__name__)
 #: Pipeline state key of the summary task's latest metrics (written by ``FindingsSummaryOperator``).
 LATEST_METRICS_KEY = "summary:latest_metrics"
 #: Filters of the findings table, in form order.
@@ -134,8 +137,46 @@ def trend_svg(per_day: Mapping[str, Mapping[str, int]], width: int = 720, height
             f"{_e(days[0])} .. {_e(days[-1])}, peak {top:,}</span></p>")
 
 
-def overview(warehouse: Warehouse, days: int = 90) -> str:
-    """Counts by severity (latest snapshot), the trend, and the summary task's SLA and time-to-fix tables."""
+def pending_approvals() -> list[dict[str, Any]] | None:
+    """The approvals waiting in Airflow (its human-in-the-loop requests of the pipeline's DAGs not answered yet),
+    oldest first, from Airflow's metadata database; None where that database cannot be read (outside Airflow)."""
+    try:
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            rows = session.execute(
+                select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id, TaskInstance.map_index,
+                       HITLDetail.subject, HITLDetail.created_at)
+                .join(TaskInstance, TaskInstance.id == HITLDetail.ti_id)
+                .where(HITLDetail.responded_at.is_(None), TaskInstance.dag_id.in_(PIPELINE_DAGS))
+                .order_by(HITLDetail.created_at)
+            ).all()
+    except Exception:  # not in Airflow, or its database is unreachable: say so rather than fail the page
+        log.warning("pending approvals: Airflow's metadata database cannot be read", exc_info=True)
+        return None
+    return [dict(r._mapping) for r in rows]
+
+
+def approvals_section(approvals: Sequence[Mapping[str, Any]] | None) -> str:
+    if approvals is None:
+        return "<h2>Approvals waiting</h2><p class=muted>Airflow's metadata database cannot be read here.</p>"
+    cells = [[_link_path(f"../dags/{quote(a['dag_id'])}/runs/{quote(a['run_id'])}/tasks/{quote(a['task_id'])}"
+                         f"/required_actions?map_index={a['map_index']}", a["subject"]), _e(a["dag_id"]),
+              _e(a["run_id"]), _e(a["created_at"])] for a in approvals]
+    return (f"<h2>Approvals waiting ({len(approvals)})</h2>"
+            + _rows_table(["request", "DAG", "run", "asked at"], cells, "no approval waiting"))
+
+
+def _link_path(path: str, text: Any) -> str:
+    return f'<a href="{_e(path)}" target="_top">{_e(text)}</a>'
+
+
+def overview(warehouse: Warehouse, days: int = 90,
+             approvals: Sequence[Mapping[str, Any]] | None = ()) -> str:
+    """Counts by severity and by type (latest snapshot), the trend, the approvals waiting, and the summary task's
+    SLA and time-to-fix tables."""
     latest, per_day = _snapshot_counts(warehouse, days)
     parts = []
     if latest is None:
@@ -145,8 +186,17 @@ def overview(warehouse: Warehouse, days: int = 90) -> str:
         cards = "".join(f'<div class=card style="border-top:4px solid {colour(s)}">{_e(s)}<br>'
                         f"<b>{counts.get(s, 0):,}</b></div>" for s in (*SEVERITY_ORDER, "unknown")
                         if s in counts or s in SEVERITY_ORDER)
+        with warehouse.engine.connect() as conn:
+            by_type = conn.execute(select(finding_snapshots.c.issue_type, func.sum(finding_snapshots.c["count"]))
+                                   .where(finding_snapshots.c.day == latest,
+                                          finding_snapshots.c.status.in_(OPEN_STATUSES))
+                                   .group_by(finding_snapshots.c.issue_type)
+                                   .order_by(finding_snapshots.c.issue_type)).all()
+        types = "".join(f"<div class=card>{_e(t)}<br><b>{int(n):,}</b></div>" for t, n in by_type)
         parts += [f"<h2>Open findings ({_e(latest)})</h2><div class=cards>{cards}</div>",
+                  f"<div class=cards style='margin-top:.6em'>{types}</div>",
                   "<h2>Open findings per day</h2>", trend_svg(per_day)]
+    parts.append(approvals_section(approvals))
     metrics = warehouse.get_state(LATEST_METRICS_KEY)
     if metrics:
         parts.append(f"<p class=muted>Metrics of the summary task's run {_e(metrics.get('run_id'))} at "

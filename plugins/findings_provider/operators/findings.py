@@ -120,6 +120,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days, now)
         tables |= {
             "open_over_time": metrics.open_over_time(warehouse, now=now),
+            "open_over_time_by_type": metrics.open_over_time(warehouse, now=now, by="issue_type"),
             "time_to_fix": metrics.time_to_fix(warehouse),
             "time_to_triage": metrics.time_to_triage(warehouse),
             "sla": sla,
