@@ -107,7 +107,7 @@ def build(database: Path, findings: int, seed: int = 7) -> dict[str, float]:
 
     started = time.perf_counter()
     config = PipelineConfig()
-    sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days, now)
+    sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days.targets(), now)
     tables = {"open_over_time": metrics.open_over_time(warehouse, now=now),
               "time_to_fix": metrics.time_to_fix(warehouse), "time_to_triage": metrics.time_to_triage(warehouse),
               "sla": sla, "sla_breaches": breaches, "activity_per_run": metrics.activity_per_run(warehouse),

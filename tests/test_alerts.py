@@ -156,10 +156,11 @@ def test_a_missed_deadline_is_mailed_from_the_callback_airflow_runs(mailbox: Mai
 
 
 def test_dags_get_the_deadlines_of_the_file_and_none_when_null() -> None:
+    from findings_provider.config import Deadlines
     from findings_provider.dag_defaults import dag_settings, deadline_for
 
     cfg = load_pipeline_config().model_copy(deep=True)
-    cfg.alerts.deadlines = {"scan_monitoring": 45, "policy_tuning": None}
+    cfg.alerts.deadlines = Deadlines(scan_monitoring=45, policy_tuning=None)
     alert = deadline_for(cfg, "scan_monitoring")
     assert alert.interval.total_seconds() == 45 * 60
     assert alert.callback.path == "findings_provider.notifications.deadline_missed"
@@ -170,5 +171,7 @@ def test_dags_get_the_deadlines_of_the_file_and_none_when_null() -> None:
 
 
 def test_a_deadline_of_zero_minutes_is_refused_naming_the_dag(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"deadlines.scan_monitoring = 0"):
+    with pytest.raises(ValueError, match=r"deadlines.scan_monitoring\n  Input should be greater than 0"):
         AlertsConfig.model_validate({"deadlines": {"scan_monitoring": 0}})
+    with pytest.raises(ValueError, match=r"deadlines.scan_monitorng\n  Extra inputs are not permitted"):
+        AlertsConfig.model_validate({"deadlines": {"scan_monitorng": 45}})  # a typo is not "no deadline"

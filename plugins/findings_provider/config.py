@@ -287,17 +287,35 @@ AlertKind = Literal["scan_failed", "pipeline_failed", "approval_waiting", "new_c
 ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
 
 
-#: Recommended deadlines (minutes; ``include/pipeline.yaml`` shows them, off by default because Airflow 3.3.2's
-#: ``dag.test()`` fails on a DAG with a deadline): extraction not done within a day, scan monitoring behind by three
-#: of its 15-minute runs, a write or a policy change still waiting for its approval after a day (three days for
-#: policy tuning).
-RECOMMENDED_DEADLINES: dict[str, float | None] = {
-    "findings_extraction": 24 * 60,
-    "scan_monitoring": 45,
-    "autotriage_triage": 24 * 60,
-    "ticket_creation": 24 * 60,
-    "policy_tuning": 3 * 24 * 60,
-}
+_Minutes = Annotated[float | None, Field(default=None, gt=0)]
+
+
+class Deadlines(_Strict):
+    """Airflow Deadline alerts (3.1+): per pipeline DAG, minutes after a run was queued by which it should have
+    finished; a run still going then sends ``deadline_missed`` (from the triggerer). Null: no deadline (the
+    default for every DAG: Airflow 3.3.2's ``dag.test()`` fails on a DAG with a deadline). A DAG id that is not one
+    of the pipeline's is refused (a typo must not silently mean "no deadline"). Recommended:
+    ``RECOMMENDED_DEADLINES``."""
+
+    scan_monitoring: _Minutes = None
+    findings_extraction: _Minutes = None
+    autotriage_triage: _Minutes = None
+    ticket_creation: _Minutes = None
+    policy_tuning: _Minutes = None
+    project_settings: _Minutes = None
+    dependency_inventory: _Minutes = None
+
+    def minutes(self, dag_id: str) -> float | None:
+        """The deadline of ``dag_id`` in minutes, or None."""
+        value = getattr(self, dag_id, None)
+        return None if value is None else float(value)
+
+
+#: Recommended deadlines (minutes; ``include/pipeline.yaml`` shows them): extraction not done within a day, scan
+#: monitoring behind by three of its 15-minute runs, a write or a policy change still waiting for its approval after
+#: a day (three days for policy tuning).
+RECOMMENDED_DEADLINES = Deadlines(findings_extraction=24 * 60, scan_monitoring=45, autotriage_triage=24 * 60,
+                                  ticket_creation=24 * 60, policy_tuning=3 * 24 * 60)
 
 
 class _Channel(_Strict):
@@ -330,35 +348,31 @@ class AlertsConfig(_Strict):
     fail_on_alert: bool = False
     channels: list[Annotated[SmtpChannel | NotifierChannel, Field(discriminator="type")]] = Field(
         default_factory=list)
-    #: Airflow Deadline alerts: minutes after a run of the DAG was queued by which it should have finished; a run
-    #: still going then sends ``deadline_missed`` (from the triggerer). A DAG not named (or null) has none; none
-    #: by default (see ``RECOMMENDED_DEADLINES``).
-    deadlines: dict[str, float | None] = Field(default_factory=dict)
+    deadlines: Deadlines = Field(default_factory=Deadlines)
 
-    @field_validator("deadlines")
-    @classmethod
-    def _deadlines(cls, value: dict[str, float | None]) -> dict[str, float | None]:
-        for dag_id, minutes in value.items():
-            if minutes is not None and minutes <= 0:
-                raise ValueError(f"deadlines.{dag_id} = {minutes}: minutes after the run was queued, > 0, or null")
-        return value
+
+_Days = Annotated[int | None, Field(default=None, ge=1)]
+
+
+class FixDays(_Strict):
+    """Days from a finding's ``relevant_since`` by which it should be fixed, per severity; null or not named: no
+    target."""
+
+    critical: _Days = None
+    high: _Days = None
+    medium: _Days = None
+    low: _Days = None
+
+    def targets(self) -> dict[str, int]:
+        """The severities that have a target, most severe first, with their days."""
+        return {name: days for name, days in self.model_dump().items() if days is not None}
 
 
 class SlaConfig(_Strict):
-    """Fix-time targets: days from a finding's ``relevant_since`` by which it should be fixed, per severity (a
-    severity not named has no target). Open findings past their target are SLA breaches (dashboard, report,
-    ``sla_breach`` alerts)."""
+    """Fix-time targets (``fix_days``). Open findings past their target are SLA breaches (dashboard, report,
+    ``sla_breach`` alerts). Without an ``sla`` section: critical 7, high 30, medium 90 days."""
 
-    fix_days: dict[Severity, int] = Field(
-        default_factory=lambda: {"critical": 7, "high": 30, "medium": 90})
-
-    @field_validator("fix_days")
-    @classmethod
-    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
-        for severity, days in value.items():
-            if days < 1:
-                raise ValueError(f"fix_days.{severity} = {days}: a target is a number of days >= 1")
-        return value
+    fix_days: FixDays = Field(default_factory=lambda: FixDays(critical=7, high=30, medium=90))
 
 
 class DashboardConfig(_Strict):

@@ -117,8 +117,10 @@ def test_a_fix_time_target_below_one_day_is_refused_naming_it(days: int) -> None
     from findings_provider.config import ConfigError, SlaConfig
     from pydantic import ValidationError
 
-    with pytest.raises((ValidationError, ConfigError), match=f"fix_days.high = {days}"):
+    with pytest.raises((ValidationError, ConfigError), match=r"fix_days.high\n  Input should be greater than or equal"):
         SlaConfig(fix_days={"high": days})
+    assert SlaConfig(fix_days={"critical": 3}).fix_days.targets() == {"critical": 3}  # not named: no target
+    assert SlaConfig().fix_days.targets() == {"critical": 7, "high": 30, "medium": 90}
 
 
 def test_open_over_time_by_issue_type(warehouse: Warehouse) -> None:

@@ -117,7 +117,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         warehouse = self.warehouse_hook.get_warehouse()
         now = datetime.now(timezone.utc)
         tables = open_findings_summary(warehouse)
-        sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days, now)
+        sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days.targets(), now)
         tables |= {
             "open_over_time": metrics.open_over_time(warehouse, now=now),
             "open_over_time_by_type": metrics.open_over_time(warehouse, now=now, by="issue_type"),
@@ -147,7 +147,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         )
         self.log.info("report written: %s (stored in the warehouse as report %s)", report.html, report.stored_id)
         warehouse.set_state(LATEST_METRICS_KEY, latest_metrics(context.get("run_id"), tables, now))
-        alerts = programme_alerts(warehouse, config.sla.fix_days, now, link=dashboard_url())
+        alerts = programme_alerts(warehouse, config.sla.fix_days.targets(), now, link=dashboard_url())
         delivery = deliver(alerts, config.alerts, context=context, logger=self.log)
         totals = tables["by_severity"]
         return {

@@ -30,9 +30,11 @@ class UrlLink(BaseOperatorLink):
 
     @classmethod
     def persist(cls, context: Any, url: str | None) -> None:
-        """Store the link target of this task instance (nothing when there is no URL)."""
-        if url:
-            context["ti"].xcom_push(key=cls().xcom_key, value=url)
+        """Store the link target of this task instance (nothing when there is no URL, or no task instance: an
+        ``execute`` called outside a run)."""
+        ti = context.get("ti")
+        if url and ti is not None:
+            ti.xcom_push(key=cls().xcom_key, value=url)
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         from airflow.sdk.execution_time.xcom import XCom
