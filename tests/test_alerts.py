@@ -170,6 +170,13 @@ def test_dags_get_the_deadlines_of_the_file_and_none_when_null() -> None:
     assert dag_settings(cfg, "scan_monitoring", schedule=None)["deadline"] == alert
 
 
+def test_every_pipeline_dag_and_only_those_can_have_a_deadline() -> None:
+    from findings_provider.config import Deadlines
+    from findings_provider.dag_defaults import PIPELINE_DAGS
+
+    assert set(Deadlines.model_fields) == set(PIPELINE_DAGS)
+
+
 def test_a_deadline_of_zero_minutes_is_refused_naming_the_dag(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"deadlines.scan_monitoring\n  Input should be greater than 0"):
         AlertsConfig.model_validate({"deadlines": {"scan_monitoring": 0}})

@@ -294,8 +294,8 @@ class Deadlines(_Strict):
     """Airflow Deadline alerts (3.1+): per pipeline DAG, minutes after a run was queued by which it should have
     finished; a run still going then sends ``deadline_missed`` (from the triggerer). Null: no deadline (the
     default for every DAG: Airflow 3.3.2's ``dag.test()`` fails on a DAG with a deadline). A DAG id that is not one
-    of the pipeline's is refused (a typo must not silently mean "no deadline"). Recommended:
-    ``RECOMMENDED_DEADLINES``."""
+    of the pipeline's is refused (a typo must not silently mean "no deadline"). ``include/pipeline.yaml`` lists the
+    recommended values."""
 
     scan_monitoring: _Minutes = None
     findings_extraction: _Minutes = None
@@ -309,13 +309,6 @@ class Deadlines(_Strict):
         """The deadline of ``dag_id`` in minutes, or None."""
         value = getattr(self, dag_id, None)
         return None if value is None else float(value)
-
-
-#: Recommended deadlines (minutes; ``include/pipeline.yaml`` shows them): extraction not done within a day, scan
-#: monitoring behind by three of its 15-minute runs, a write or a policy change still waiting for its approval after
-#: a day (three days for policy tuning).
-RECOMMENDED_DEADLINES = Deadlines(findings_extraction=24 * 60, scan_monitoring=45, autotriage_triage=24 * 60,
-                                  ticket_creation=24 * 60, policy_tuning=3 * 24 * 60)
 
 
 class _Channel(_Strict):

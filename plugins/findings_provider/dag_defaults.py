@@ -15,6 +15,8 @@ PIPELINE_DAGS = (
     "project_settings",
     "dependency_inventory",
 )
+#: The pipeline DAGs whose writes may wait for a person's approval.
+APPROVAL_DAGS = ("autotriage_triage", "ticket_creation", "policy_tuning")
 API_POOL = "findings_api"
 OWNER = "appsec"
 

@@ -13,12 +13,13 @@ there is nothing), so a report, a page or a test can use any of them alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, case, func, or_, select
 
+from findings_provider.client import ScanStatus
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import (
     finding_events,
@@ -50,10 +51,14 @@ def _frame(warehouse: Warehouse, stmt: Any, columns: list[str] | None = None) ->
         return pd.DataFrame(result.fetchall(), columns=columns or list(result.keys()))
 
 
+def severity_order(names: Iterable[Any]) -> list[Any]:
+    """``names`` with the known severities first, most severe first, then the others sorted."""
+    names = list(names)
+    return [s for s in SEVERITY_ORDER if s in names] + sorted((s for s in names if s not in SEVERITY_ORDER), key=str)
+
+
 def _severity_sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    order = [s for s in SEVERITY_ORDER if s in frame.index] + sorted(
-        str(s) for s in frame.index if s not in SEVERITY_ORDER)
-    return frame.loc[order]
+    return frame.loc[severity_order(frame.index)]
 
 
 def open_over_time(warehouse: Warehouse, days: int = 90, now: datetime | None = None,
@@ -222,12 +227,12 @@ def scan_health(warehouse: Warehouse) -> pd.DataFrame:
     """Per repository: scans stored, completed, failed (error), never finished, running, and the last start."""
     import pandas as pd
 
-    def count(status: str) -> Any:
-        return func.sum(case((scans.c.status == status, 1), else_=0))
+    def count(status: ScanStatus) -> Any:
+        return func.sum(case((scans.c.status == status.value, 1), else_=0))
 
     frame = _frame(warehouse, select(
-        func.coalesce(scans.c.repository_id, "unknown"), func.count(), count("SCAN_STATUS_COMPLETED"),
-        count("SCAN_STATUS_ERROR"), count("SCAN_STATUS_NEVER_FINISHED"), count("SCAN_STATUS_RUNNING"),
+        func.coalesce(scans.c.repository_id, "unknown"), func.count(), count(ScanStatus.COMPLETED),
+        count(ScanStatus.ERROR), count(ScanStatus.NEVER_FINISHED), count(ScanStatus.RUNNING),
         func.max(scans.c.started_at),
     ).group_by(func.coalesce(scans.c.repository_id, "unknown")),
         ["repository", "scans", "completed", "failed", "never_finished", "running", "last_started_at"])

@@ -15,6 +15,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from findings_provider.alerts import Alert, deliver
+from findings_provider.dag_defaults import APPROVAL_DAGS
 from findings_provider.pipeline.scans import ScanAlert
 
 
@@ -117,7 +118,7 @@ def deadline_alert(context: Any, minutes: float | None, link: str | None = None)
     waited = f"{minutes:g} minutes" if minutes is not None else "its deadline"
     lines = [f"queued at {run.get('queued_at') or '?'}, state {run.get('state') or '?'}",
              f"deadline {(context.get('deadline') or {}).get('deadline_time') or '?'}"]
-    if dag_id in ("autotriage_triage", "ticket_creation", "policy_tuning"):
+    if dag_id in APPROVAL_DAGS:
         lines.append("it may be waiting for a person's approval (Browse > Required Actions)")
     return Alert("deadline_missed", f"{dag_id} run {run_id} not finished {waited} after it was queued",
                  "\n".join(lines), link)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import date
 
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
-from findings_provider.warehouse.history import HISTORY_FIELDS
 from findings_provider.warehouse.schema import finding_events, finding_snapshots
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -61,10 +60,6 @@ def test_same_id_in_two_issue_types_is_two_findings(warehouse: Warehouse):
     warehouse.upsert_findings([finding(5), finding(5, "sca")])
     warehouse.upsert_findings([finding(5, "sca", status="fixed"), finding(5)])
     assert events(warehouse.engine) == [("sca", 5, "status", "open", "fixed", None)]
-
-
-def test_tracked_fields_are_those_documented():
-    assert HISTORY_FIELDS == ("status", "triage_state", "triage_reason", "severity", "external_ticket_id")
 
 
 def snapshot(engine: Engine, day: str) -> set[tuple]:

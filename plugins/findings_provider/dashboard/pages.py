@@ -11,18 +11,27 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import orjson
 from sqlalchemy import and_, false, func, literal, or_, select, tuple_
 
+from findings_provider.client import ScanStatus
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.config import PipelineConfig
 from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.dashboard.links import PAGES
-from findings_provider.metrics import OPEN_STATUSES, SEVERITY_ORDER, activity_per_run, policy_changes_made, scan_health
+from findings_provider.metrics import (
+    OPEN_STATUSES,
+    SEVERITY_ORDER,
+    activity_per_run,
+    policy_changes_made,
+    scan_health,
+    severity_order,
+)
+from findings_provider.operators.links import http_url
+from findings_provider.pipeline.summary import LATEST_METRICS_KEY
 from findings_provider.reports import OTHER_COLOUR, SEVERITY_COLOURS
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import (
@@ -36,8 +45,6 @@ from findings_provider.warehouse.schema import (
 from findings_provider.warehouse.store import TICKETED_OUTCOMES
 
 log = logging.getLogger(__name__)
-#: Pipeline state key of the summary task's latest metrics (written by ``FindingsSummaryOperator``).
-LATEST_METRICS_KEY = "summary:latest_metrics"
 #: Filters of the findings table, in form order.
 FINDING_FILTERS = ("issue_type", "severity", "status", "repository_name", "rule_name")
 #: Newest scans listed.
@@ -123,9 +130,7 @@ def trend_svg(per_day: Mapping[str, Mapping[str, int]], width: int = 720, height
     shapes = []
     for i, day in enumerate(days):
         y = float(height)
-        order = [s for s in SEVERITY_ORDER if s in per_day[day]] + sorted(
-            s for s in per_day[day] if s not in SEVERITY_ORDER)
-        for severity in order:
+        for severity in severity_order(per_day[day]):
             h = per_day[day][severity] / top * (height - 10)
             y -= h
             shapes.append(f'<rect x="{i * step:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" '
@@ -234,8 +239,7 @@ def finding_link(config: PipelineConfig, issue_type: str, finding_id: int, repos
         data = orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
         return None
-    url = data.get("line_of_code_url") or data.get("findingPathUrl") if isinstance(data, dict) else None
-    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+    return http_url(data.get("line_of_code_url") or data.get("findingPathUrl")) if isinstance(data, dict) else None
 
 
 def touched_by(warehouse: Warehouse, run_id: str, touched: str) -> dict[str, set[int]]:
@@ -285,8 +289,7 @@ def findings_page(warehouse: Warehouse, config: PipelineConfig, params: Mapping[
     rows = rows[:size]
     cells = []
     for r in rows:
-        link = finding_link(config, r.issue_type, r.id, r.repository_name, r.raw)
-        ident = f'<a href="{_e(link)}" target="_blank" rel="noopener">{r.id}</a>' if link else str(r.id)
+        ident = _link(finding_link(config, r.issue_type, r.id, r.repository_name, r.raw), r.id)
         cells.append([_e(r.issue_type), ident, _e(r.repository_name), _e(r.rule_name), badge(r.severity),
                       _e(r.status), _e(r.triage_state), _e(r.external_ticket_id),
                       _e(r.relevant_since and r.relevant_since.strftime("%Y-%m-%d"))])
@@ -321,7 +324,7 @@ def scans_page(warehouse: Warehouse) -> str:
         rows = conn.execute(select(scans.c.id, scans.c.repository_id, scans.c.branch, scans.c.status,
                                    scans.c.exit_code, scans.c.started_at, scans.c.completed_at).order_by(
             scans.c.started_at.desc()).limit(SCANS_LISTED)).all()
-    failed = ("SCAN_STATUS_ERROR", "SCAN_STATUS_NEVER_FINISHED")
+    failed = (ScanStatus.ERROR.value, ScanStatus.NEVER_FINISHED.value)
     cells = [[_e(r.id), _e(r.repository_id), _e(r.branch),
               f"<b style='color:{SEVERITY_COLOURS['critical']}'>{_e(r.status)}</b>" if r.status in failed
               else _e(r.status), _e(r.exit_code), _e(r.started_at), _e(r.completed_at)] for r in rows]
@@ -353,9 +356,8 @@ def activity_page(warehouse: Warehouse, run_id: str = "") -> str:
 
 def _link(url: Any, text: Any) -> str:
     """An external link when ``url`` is http(s), else the text alone."""
-    if isinstance(url, str) and url.startswith(("https://", "http://")):
-        return f'<a href="{_e(url)}" target="_blank" rel="noopener">{_e(text)}</a>'
-    return _e(text)
+    safe = http_url(url)
+    return f'<a href="{_e(safe)}" target="_blank" rel="noopener">{_e(text)}</a>' if safe else _e(text)
 
 
 def _report_section(warehouse: Warehouse, kind: str, what: str) -> str:
@@ -387,21 +389,3 @@ def stored_report(warehouse: Warehouse, kind: str, run_id: str | None = None) ->
     """The newest stored report of ``kind`` (of ``run_id`` when given) as it was written, or None."""
     report = warehouse.latest_report(kind, run_id=run_id)
     return None if report is None else str(report.html)
-
-
-def latest_metrics(run_id: str | None, tables: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
-    """What the overview shows of a summary run (stored under ``LATEST_METRICS_KEY``): JSON-safe records."""
-    def records(frame: Any, index: str | None = "severity") -> list[dict[str, Any]]:
-        if frame is None or len(frame) == 0:
-            return []
-        out = frame.reset_index(names=index) if index else frame
-        return orjson.loads(out.to_json(orient="records", date_format="iso"))
-
-    return {
-        "run_id": run_id,
-        "computed_at": (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
-        "sla": records(tables.get("sla")),
-        "time_to_fix": records(tables.get("time_to_fix")),
-        "time_to_triage": records(tables.get("time_to_triage")),
-        "sla_breaches": records(tables.get("sla_breaches"), None)[:50],
-    }

@@ -106,28 +106,22 @@ class FindingsSummaryOperator(FindingsBaseOperator):
     def run(self, context: Any) -> dict[str, Any]:
         from datetime import datetime, timezone
 
-        from findings_provider import metrics
         from findings_provider.alerts import deliver
         from findings_provider.dashboard.links import dashboard_url
-        from findings_provider.dashboard.pages import LATEST_METRICS_KEY, latest_metrics
-        from findings_provider.pipeline.summary import open_findings_summary, programme_alerts
+        from findings_provider.pipeline.summary import (
+            LATEST_METRICS_KEY,
+            latest_metrics,
+            programme_alerts,
+            programme_tables,
+        )
         from findings_provider.reports import Chart, log_table, write_report
 
         config = load_pipeline_config()
+        targets = config.sla.fix_days.targets()
         warehouse = self.warehouse_hook.get_warehouse()
         now = datetime.now(timezone.utc)
-        tables = open_findings_summary(warehouse)
-        sla, breaches = metrics.sla_breaches(warehouse, config.sla.fix_days.targets(), now)
-        tables |= {
-            "open_over_time": metrics.open_over_time(warehouse, now=now),
-            "open_over_time_by_type": metrics.open_over_time(warehouse, now=now, by="issue_type"),
-            "time_to_fix": metrics.time_to_fix(warehouse),
-            "time_to_triage": metrics.time_to_triage(warehouse),
-            "sla": sla,
-            "sla_breaches": breaches,
-            "activity_per_run": metrics.activity_per_run(warehouse),
-            "scan_health": metrics.scan_health(warehouse),
-        }
+        tables = programme_tables(warehouse, targets, now)
+        sla = tables["sla"]
         titles = {"by_severity": "Open findings by severity and issue type",
                   "by_repository": "Open findings by repository and severity",
                   "sla": "Fix-time targets (days) and open findings past them"}
@@ -147,7 +141,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         )
         self.log.info("report written: %s (stored in the warehouse as report %s)", report.html, report.stored_id)
         warehouse.set_state(LATEST_METRICS_KEY, latest_metrics(context.get("run_id"), tables, now))
-        alerts = programme_alerts(warehouse, config.sla.fix_days.targets(), now, link=dashboard_url())
+        alerts = programme_alerts(warehouse, targets, now, link=dashboard_url())
         delivery = deliver(alerts, config.alerts, context=context, logger=self.log)
         totals = tables["by_severity"]
         return {

@@ -11,14 +11,19 @@ if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
 
 
+def http_url(value: Any) -> str | None:
+    """``value`` when it is an http(s) URL (the only kind a link may point to), else None."""
+    return value if isinstance(value, str) and value.startswith(("http://", "https://")) else None
+
+
 def scan_url(details: Any) -> str | None:
     """The most useful URL of a scan: its CI job, else its repository (``ScanDetails`` or its meta dict)."""
     meta = getattr(details, "meta", None)
     if meta is None:
         return None
     for key in ("ci_job_url", "repo_url"):
-        value = getattr(meta, key, None)
-        if isinstance(value, str) and value.startswith(("http://", "https://")):
+        value = http_url(getattr(meta, key, None))
+        if value:
             return value
     return None
 

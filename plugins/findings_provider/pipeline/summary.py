@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from sqlalchemy import func, select
 
+from findings_provider import metrics
 from findings_provider.alerts import Alert
 from findings_provider.client.timeutil import parse_timestamp
-from findings_provider.metrics import OPEN_STATUSES, SEVERITY_ORDER
+from findings_provider.metrics import OPEN_STATUSES, severity_order
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import findings
 
@@ -43,16 +45,12 @@ def open_findings_summary(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
     by_severity = frame.pivot_table(
         index="severity", columns="issue_type", values="findings", aggfunc="sum", fill_value=0
     )
-    order = [s for s in SEVERITY_ORDER if s in by_severity.index] + sorted(
-        s for s in by_severity.index if s not in SEVERITY_ORDER
-    )
-    by_severity = by_severity.loc[order]
+    by_severity = by_severity.loc[severity_order(by_severity.index)]
     by_severity.columns.name = None
     by_repository = frame.pivot_table(
         index="repository", columns="severity", values="findings", aggfunc="sum", fill_value=0
     )
-    by_repository = by_repository[[s for s in SEVERITY_ORDER if s in by_repository.columns]
-                                  + sorted(c for c in by_repository.columns if c not in SEVERITY_ORDER)]
+    by_repository = by_repository[severity_order(by_repository.columns)]
     by_repository.columns.name = None
     by_repository = by_repository.loc[by_repository.sum(axis=1).sort_values(ascending=False, kind="stable").index]
     return {"by_severity": by_severity.astype("int64"), "by_repository": by_repository.astype("int64")}
@@ -102,3 +100,41 @@ def _listing(rows: list[Any]) -> str:
     if len(rows) > ALERT_FINDINGS_LISTED:
         lines.append(f"... and {len(rows) - ALERT_FINDINGS_LISTED} more")
     return "\n".join(lines)
+
+
+#: Pipeline state key of the summary task's latest metrics (what the dashboard's overview shows).
+LATEST_METRICS_KEY = "summary:latest_metrics"
+
+
+def programme_tables(warehouse: Warehouse, fix_days: Mapping[str, int], now: datetime) -> dict[str, pd.DataFrame]:
+    """Every table of the programme report: the open-findings summary and the metrics of :mod:`..metrics`."""
+    sla, breaches = metrics.sla_breaches(warehouse, fix_days, now)
+    return {
+        **open_findings_summary(warehouse),
+        "open_over_time": metrics.open_over_time(warehouse, now=now),
+        "open_over_time_by_type": metrics.open_over_time(warehouse, now=now, by="issue_type"),
+        "time_to_fix": metrics.time_to_fix(warehouse),
+        "time_to_triage": metrics.time_to_triage(warehouse),
+        "sla": sla,
+        "sla_breaches": breaches,
+        "activity_per_run": metrics.activity_per_run(warehouse),
+        "scan_health": metrics.scan_health(warehouse),
+    }
+
+
+def latest_metrics(run_id: str | None, tables: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """What the overview shows of a summary run (stored under ``LATEST_METRICS_KEY``): JSON-safe records."""
+    def records(frame: Any, index: str | None = "severity") -> list[dict[str, Any]]:
+        if frame is None or len(frame) == 0:
+            return []
+        out = frame.reset_index(names=index) if index else frame
+        return orjson.loads(out.to_json(orient="records", date_format="iso"))
+
+    return {
+        "run_id": run_id,
+        "computed_at": now.isoformat(timespec="seconds"),
+        "sla": records(tables.get("sla")),
+        "time_to_fix": records(tables.get("time_to_fix")),
+        "time_to_triage": records(tables.get("time_to_triage")),
+        "sla_breaches": records(tables.get("sla_breaches"), None)[:50],
+    }

@@ -45,6 +45,8 @@ SQLITE_TRIGGER = (
     f"FROM (VALUES {_pairs('old', 'new')}) AS v, temp.findings_history_context AS c "
     "WHERE v.column2 IS NOT v.column3; END"
 )
+#: Run in each recording transaction (each ``IF NOT EXISTS``: the objects live as long as the connection).
+SQLITE_HISTORY_SETUP = (SQLITE_CONTEXT, SQLITE_TRIGGER)
 SQLITE_SET = "INSERT INTO temp.findings_history_context (run_id, observed_at) VALUES (?, ?)"
 SQLITE_CLEAR = "DELETE FROM temp.findings_history_context"
 

@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
-from .history import SQLITE_CLEAR, SQLITE_CONTEXT, SQLITE_SET, SQLITE_TRIGGER, postgresql_events, take_snapshot
+from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events, take_snapshot
 from .migrate import add_columns, add_indexes, missing_columns, missing_indexes
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -143,15 +143,6 @@ class Warehouse:
         """
         return self._upsert(findings, FINDING_COLUMNS, rows, history=True)
 
-    def latest_report(self, name: str, *, run_id: str | None = None) -> Any:
-        """The newest stored report of ``name`` (of ``run_id`` when given): ``id``, ``name``, ``title``,
-        ``run_id``, ``html``, ``created_at``; or None."""
-        stmt = select(reports).where(reports.c.name == name)
-        if run_id is not None:
-            stmt = stmt.where(reports.c.run_id == run_id)
-        with self.engine.connect() as conn:
-            return conn.execute(stmt.order_by(reports.c.id.desc()).limit(1)).first()
-
     def take_snapshot(self, day: date) -> int:
         """Replace ``day``'s daily counts (``finding_snapshots``) with the current ones; return the rows written."""
 
@@ -201,26 +192,26 @@ class Warehouse:
                 cursor = conn.connection.cursor()
                 try:
                     if conn.dialect.name == "postgresql":
-                        create_stage, copy, merge, events = self._sql(conn, table, columns)
+                        create_stage, copy, merge = self._sql(conn, table, columns)
                         cursor.execute(create_stage)
                         cursor.copy_expert(copy, io.StringIO(_copy_text(unique)))
                         if history:
-                            cursor.execute(events, (now, self.run_id))
+                            cursor.execute(postgresql_events(_stage(table), _target(conn, table)),
+                                           (now, self.run_id))
                         cursor.execute(merge, (now,))
                     else:
                         (upsert,) = self._sql(conn, table, columns)
                         if history:
-                            cursor.execute(SQLITE_CONTEXT)
-                            cursor.execute(SQLITE_TRIGGER)
+                            for statement in SQLITE_HISTORY_SETUP:
+                                cursor.execute(statement)
                             cursor.execute(SQLITE_SET, (self.run_id, now))
                         cursor.executemany(upsert, [(*row, now) for row in unique])
-                        written = int(cursor.rowcount)
-                        if history:
-                            cursor.execute(SQLITE_CLEAR)
-                        return written
                     # A lost connection raises here as the driver's error; the rollback on the way out then fails
                     # as a SQLAlchemy error marked as a disconnect (and the pool is invalidated).
-                    return int(cursor.rowcount)
+                    written = int(cursor.rowcount)
+                    if history and conn.dialect.name == "sqlite":
+                        cursor.execute(SQLITE_CLEAR)
+                    return written
                 finally:
                     cursor.close()
 
@@ -396,6 +387,15 @@ class Warehouse:
                 conn.execute(delete(reports).where(reports.c.name == name, reports.c.id <= oldest_dropped))
         return report_id
 
+    def latest_report(self, name: str, *, run_id: str | None = None) -> Any:
+        """The newest stored report of ``name`` (of ``run_id`` when given): ``id``, ``name``, ``title``,
+        ``run_id``, ``html``, ``created_at``; or None."""
+        stmt = select(reports).where(reports.c.name == name)
+        if run_id is not None:
+            stmt = stmt.where(reports.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            return conn.execute(stmt.order_by(reports.c.id.desc()).limit(1)).first()
+
     # --- selections -------------------------------------------------------------------------------
 
     def ticketed_finding_ids(self, issue_type: str) -> set[int]:
@@ -468,22 +468,31 @@ def _conditions(equals: dict[str, Any]) -> list[ColumnElement[bool]]:
     return conditions
 
 
+def _stage(table: Table) -> str:
+    """The temporary table a PostgreSQL upsert of ``table`` copies its rows into."""
+    return f"stage_{table.name}"
+
+
+def _target(conn: Connection, table: Table) -> str:
+    """``table``'s name as the dialect quotes it."""
+    return conn.dialect.identifier_preparer.format_table(table)
+
+
 def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
     """Return the upsert statements of ``table`` for ``conn``'s dialect (SQLite: one; PostgreSQL: three)."""
     quote = conn.dialect.identifier_preparer.quote
-    target = conn.dialect.identifier_preparer.format_table(table)
+    target = _target(conn, table)
     names = ", ".join(quote(column) for column in columns)
     keys = [column.name for column in table.primary_key.columns]
     updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in (*columns, "synced_at") if c not in keys)
     on_conflict = f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {updates}"
     if conn.dialect.name == "postgresql":
-        stage = f"stage_{table.name}"
+        stage = _stage(table)
         return (
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
             f"INSERT INTO {target} ({names}, synced_at) SELECT {names}, CAST(%s AS timestamptz) FROM {stage} "
             f"{on_conflict} WHERE {target}.raw IS DISTINCT FROM excluded.raw",
-            postgresql_events(stage, target),
         )
     placeholders = ", ".join("?" * (len(columns) + 1))
     return (
