@@ -3,7 +3,9 @@
 On Airflow 3.3 ``dag.test()`` parks an ``ApprovalOperator`` task in ``awaiting_input`` until a response is
 recorded from outside (the Required Actions UI or the HITL REST API). ``Approver`` does what that API does
 (``update_hitl_detail``): it writes the response to the task's ``hitl_detail`` row and resumes the task with
-``handle_event_submit``; the operator then resumes in ``execute_complete`` exactly as in production. Used by the
+``handle_event_submit``; the operator then resumes in ``execute_complete`` exactly as in production. Airflow 3.2
+has no ``awaiting_input`` state: the task is deferred to a trigger that polls its ``hitl_detail`` row, so there
+the written response is all the API does too. Used by the
 governance DAG tests and by the pipeline DAGs' ``dag.test()`` runner (``chaos/dagrun.py``).
 """
 
@@ -33,6 +35,9 @@ class Approver(threading.Thread):
         from airflow.utils.state import TaskInstanceState
         from sqlalchemy import select
 
+        # Airflow 3.3 parks the task in awaiting_input and resumes it on the response; 3.2 defers it to a trigger
+        awaiting = getattr(TaskInstanceState, "AWAITING_INPUT", None)
+        waiting_state = awaiting or TaskInstanceState.DEFERRED
         deadline = time.monotonic() + self.timeout
         while not self.done.is_set():
             with create_session() as session:
@@ -40,11 +45,13 @@ class Approver(threading.Thread):
                     select(TaskInstance).where(
                         TaskInstance.dag_id == self.dag_id,
                         TaskInstance.task_id == self.task_id,
-                        TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                        TaskInstance.state == waiting_state,
                     )
                 ).first()
+                detail = None
                 if ti is not None:
-                    detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one()
+                    detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one_or_none()
+                if detail is not None:
                     self.asked = {"subject": detail.subject, "body": detail.body, "options": detail.options}
                     # on timeout answer Reject anyway, so a broken run cannot hang the test session
                     choice = self.choice if time.monotonic() < deadline else "Reject"
@@ -52,9 +59,10 @@ class Approver(threading.Thread):
                     detail.responded_at = timezone.utcnow()
                     detail.chosen_options = [choice]
                     detail.params_input = {}
-                    handle_event_submit(
-                        TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
-                    )
+                    if awaiting is not None:
+                        handle_event_submit(
+                            TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
+                        )
                     return
             time.sleep(0.2)
 

@@ -200,6 +200,47 @@ def test_connection_form_in_the_ui(airflow_env: dict[str, str]) -> None:
     assert data["testable"] is True
 
 
+UI_API_PROBE = """
+import json
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+
+response = TestClient(create_app("core")).get("/ui/connections/hook_meta")
+assert response.status_code == 200, response.text
+print(json.dumps([m for m in response.json() if m["connection_type"] == "findings_api"]))
+"""
+
+
+def test_connection_form_through_the_ui_api(airflow_env: dict[str, str]) -> None:
+    """The fields the Airflow UI's connection form renders, as its own API serves them (``hook_meta``)."""
+    env = {**airflow_env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
+    run_airflow(env, "db", "migrate")
+    result = subprocess.run(
+        [sys.executable, "-c", UI_API_PROBE], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    [meta] = json.loads(result.stdout.strip().splitlines()[-1])
+    assert meta["hook_class_name"] == HOOK_CLASS
+    assert meta["hook_name"] == "Security Findings API"
+    standard = meta["standard_fields"]
+    assert {name for name in ("port", "login") if standard[name]["hidden"]} == {"port", "login"}
+    declared_behaviour = get_provider_info()["connection-types"][0]["ui-field-behaviour"]
+    assert standard["host"] == {"hidden": False, "title": "Base URL",
+                                "placeholder": declared_behaviour["placeholders"]["host"]}
+    assert standard["password"]["title"] == "API token"
+    assert not standard["password"]["hidden"]
+    extra = meta["extra_fields"]
+    # every field the hook declares is rendered, with its title and default
+    declared = get_provider_info()["connection-types"][0]["conn-fields"]
+    assert set(extra) == set(declared)
+    for name, field in declared.items():
+        assert extra[name]["schema"]["title"] == field["label"], name
+        assert extra[name]["schema"].get("default") == field["schema"].get("default"), name
+    assert extra["deployment_slug"]["schema"]["title"] == "Deployment slug"
+    assert extra["allow_insecure_http"]["value"] is False
+    assert extra["tags_body"]["schema"]["enum"] == ["array", "object", None]
+
+
 @pytest.mark.parametrize("lazy", ["True", "False"])
 def test_airflow_loads_the_dashboard_plugin_once_whatever_provider_discovery(
     airflow_env: dict[str, str], lazy: str

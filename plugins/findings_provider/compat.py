@@ -1,41 +1,20 @@
-"""Names that moved between the Airflow versions the provider supports (3.1 to 3.3): import them from here.
+"""Airflow names the provider imports from one place.
 
-Airflow 3.2 moved the task exceptions into the task SDK (``airflow.sdk.exceptions``); 3.1 has them in
-``airflow.exceptions`` only. The SDK's module is tried first, so a newer Airflow never sees a deprecated import.
+Since the provider requires Airflow 3.2 (the lowest version its suite runs on, ``make test-lowest``), every one of
+them comes from the task SDK; a name that moves in a later release gets its fallback here, and only here.
 """
 
 from __future__ import annotations
 
-try:
-    from airflow.sdk.exceptions import (
-        AirflowException,
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowSensorTimeout,
-        ParamValidationError,
-        TaskDeferred,
-    )
-except ImportError:  # Airflow 3.1
-    from airflow.exceptions import (  # type: ignore[no-redef]
-        AirflowException,
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowSensorTimeout,
-        ParamValidationError,
-        TaskDeferred,
-    )
-
-
-try:
-    from airflow.sdk import BaseBranchOperator
-except ImportError:  # Airflow 3.1: the standard provider's
-    from airflow.providers.standard.operators.branch import BaseBranchOperator  # type: ignore[no-redef]
-
-try:
-    from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable
-except ImportError:  # Airflow 3.1: the timetables
-    from airflow.timetables.assets import AssetOrTimeSchedule  # type: ignore[no-redef]
-    from airflow.timetables.trigger import CronTriggerTimetable  # type: ignore[no-redef]
+from airflow.sdk import AssetOrTimeSchedule, BaseBranchOperator, CronTriggerTimetable
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    AirflowSensorTimeout,
+    ParamValidationError,
+    TaskDeferred,
+)
 
 __all__ = ["AirflowException", "AirflowFailException", "AirflowNotFoundException", "AirflowSensorTimeout",
            "AssetOrTimeSchedule", "BaseBranchOperator", "CronTriggerTimetable", "ParamValidationError", "TaskDeferred"]

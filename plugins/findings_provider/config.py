@@ -291,7 +291,7 @@ _Minutes = Annotated[float | None, Field(default=None, gt=0)]
 
 
 class Deadlines(_Strict):
-    """Airflow Deadline alerts (3.1+): per pipeline DAG, minutes after a run was queued by which it should have
+    """Airflow Deadline alerts (3.2+): per pipeline DAG, minutes after a run was queued by which it should have
     finished; a run still going then sends ``deadline_missed`` (from the triggerer). Null: no deadline (the
     default for every DAG: Airflow 3.3.2's ``dag.test()`` fails on a DAG with a deadline). A DAG id that is not one
     of the pipeline's is refused (a typo must not silently mean "no deadline"). ``include/pipeline.yaml`` lists the

@@ -75,7 +75,7 @@ def dag_settings(config: Any, dag_id: str, *, schedule: str | None, assets: Any 
 
 
 def deadline_for(config: Any, dag_id: str) -> Any:
-    """The DAG's Deadline alert (Airflow 3.1+): ``alerts.deadlines.<dag_id>`` minutes after a run was queued, a run
+    """The DAG's Deadline alert (Airflow 3.2+): ``alerts.deadlines.<dag_id>`` minutes after a run was queued, a run
     not finished sends ``deadline_missed`` through the alert channels (``notifications.deadline_missed``, run by
     the triggerer). None when the DAG has no deadline."""
     minutes = config.alerts.deadlines.minutes(dag_id)

@@ -340,6 +340,7 @@ def test_policy_tuning_dry_run_proposes_the_expected_rules_and_changes_nothing(
     assert "<img" in html
 
 
+@pytest.mark.approval_in_dag_test
 def test_policy_tuning_rejected_applies_nothing(dagbag, environment, emulator, client, known_proposals):
     modes, _ = known_proposals
     changes_before = stored_changes(environment)
@@ -354,6 +355,7 @@ def test_policy_tuning_rejected_applies_nothing(dagbag, environment, emulator, c
     assert stored_changes(environment) == changes_before
 
 
+@pytest.mark.approval_in_dag_test
 def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
     dagbag, environment, emulator, client, known_proposals
 ):

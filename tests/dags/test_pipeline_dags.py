@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_version import DAILY_CRON, scheduler_param_error
 from chaos.dagrun import dag_stack
 from findings_emulator.testing import EmulatorProcess
 
@@ -76,7 +77,7 @@ def test_schedules_and_asset_chain(dagbag: Any) -> None:
 
     dags = {dag_id: dagbag[dag_id].dags[dag_id] for dag_id in PIPELINE_DAGS}
     assert dags["scan_monitoring"].timetable.expression == "*/15 * * * *"
-    assert dags["findings_extraction"].timetable.timetable.expression == "0 0 * * *"  # @daily
+    assert dags["findings_extraction"].timetable.timetable.expression == DAILY_CRON
     outlets = {(dag_id, t.task_id): (t.asset, list(t.outlets)) for dag_id, d in dags.items() for t in d.tasks
                if t.outlets}
     expected = {
@@ -112,9 +113,7 @@ def scheduler_params(dag: Any) -> Any:
     ],
 )
 def test_bad_params_are_refused_naming_the_param(dagbag: Any, dag_id: str, conf: dict, param: str) -> None:
-    from airflow.sdk.exceptions import ParamValidationError
-
-    with pytest.raises(ParamValidationError, match=f"Invalid input for param {param}"):
+    with pytest.raises(scheduler_param_error(), match=f"Invalid input for param {param}"):
         scheduler_params(dagbag[dag_id].dags[dag_id]).deep_merge(conf).validate()
 
 
@@ -231,10 +230,10 @@ def test_bad_params_fail_the_run_at_once(stack: dict[str, Any]) -> None:
     emu, runner = stack["emulator"], stack["runner"]
     seq = last_seq(emu)
     result = runner.run("findings_extraction", {"issue_types": ["bogus"]})
-    assert result.error == "ParamValidationError"
+    assert result.error == scheduler_param_error().__name__
     assert "param issue_types" in result.message
     result = runner.run("autotriage_triage", {"approval_threshold": -1})
-    assert result.error == "ParamValidationError"
+    assert result.error == scheduler_param_error().__name__
     assert "param approval_threshold" in result.message
     assert log_since(emu, seq) == []  # nothing ran
 
@@ -314,6 +313,7 @@ def test_findings_extraction_fills_the_warehouse_once(stack: dict[str, Any]) -> 
 
 
 @pytest.mark.integration
+@pytest.mark.approval_in_dag_test
 def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
     emu, runner = stack["emulator"], stack["runner"]
     client = api_client(emu)

@@ -369,24 +369,17 @@ def test_get_async_client_real_options(monkeypatch: pytest.MonkeyPatch) -> None:
     asyncio.run(client.aclose())
 
 
-def test_ui_field_behaviour() -> None:
-    behaviour = FindingsApiHook.get_ui_field_behaviour()
-    assert set(behaviour["hidden_fields"]) == {"schema", "port", "login"}
-    assert behaviour["relabeling"] == {"host": "Base URL", "password": "API token"}
-    assert "Web API access" in behaviour["placeholders"]["password"]
-    assert behaviour["placeholders"]["host"].startswith("https://")
-
-
-def test_ui_field_behaviour_matches_provider_info() -> None:
+def test_the_provider_info_names_this_hook_for_its_connection_type() -> None:
+    """The connection form is the provider info's (Airflow 3.2+ reads it from there, not from the hook)."""
     from findings_provider import get_provider_info
 
     [conn_type] = get_provider_info()["connection-types"]
-    declared = conn_type["ui-field-behaviour"]
-    behaviour = FindingsApiHook.get_ui_field_behaviour()
-    assert declared["hidden-fields"] == behaviour["hidden_fields"]
-    assert declared["relabeling"] == behaviour["relabeling"]
     assert conn_type["hook-class-name"] == f"{FindingsApiHook.__module__}.{FindingsApiHook.__qualname__}"
     assert conn_type["connection-type"] == FindingsApiHook.conn_type
+    assert conn_type["hook-name"] == FindingsApiHook.hook_name
+    # one definition of the form, the provider info: the hook defines neither form method itself
+    assert "get_ui_field_behaviour" not in FindingsApiHook.__dict__
+    assert "get_connection_form_widgets" not in FindingsApiHook.__dict__
 
 
 def test_response_limits_from_the_extras(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -93,11 +93,6 @@ class FindingsApiHook(BaseHook):
         super().__init__(**kwargs)
         self.findings_conn_id = findings_conn_id
 
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Connection form for Airflow 3.1 (3.2+ reads the same from the provider info)."""
-        return UI_FIELD_BEHAVIOUR
-
     @staticmethod
     def _options(conn: Any) -> tuple[dict[str, Any], str]:
         """Client options and the token, stripped once and checked (``ConfigurationError`` naming no part of it)."""
@@ -155,14 +150,3 @@ class FindingsApiHook(BaseHook):
         return True, f"Connected to {client.base_url}: {reached} reachable with Web API access"
 
 
-UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden_fields": ["schema", "port", "login"],
-    "relabeling": {"host": "Base URL", "password": "API token"},
-    "placeholders": {
-        "host": "https://findings.example.com (or http://127.0.0.1:8900 for the local emulator)",
-        "password": "token with Web API access enabled",
-        "deployment_slug": "acme",
-        "deployment_id": "1",
-        "extra": '{"timeout": 30, "total_timeout": 120, "max_response_bytes": 134217728, "max_retries": 4}',
-    },
-}
