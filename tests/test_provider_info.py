@@ -79,6 +79,45 @@ def test_every_module_and_class_named_in_provider_info_imports() -> None:
         assert isinstance(getattr(importlib.import_module(module), name), type), dotted
 
 
+def _classes(module: str, base: type) -> list[str]:
+    """Public subclasses of ``base`` that ``module`` defines, dotted."""
+    loaded = importlib.import_module(module)
+    return [f"{module}.{name}" for name, value in vars(loaded).items()
+            if isinstance(value, type) and issubclass(value, base) and value.__module__ == module
+            and not name.startswith("_")]
+
+
+def _package_modules(package: str) -> list[str]:
+    folder = Path(findings_provider.__file__).parent / package
+    return [f"findings_provider.{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if not p.stem.startswith("_")]
+
+
+def test_every_public_module_and_class_is_declared() -> None:
+    """A new operator, sensor, trigger or hook module, operator link, notifier or plugin is declared without an
+    edit to the provider info (it is discovered); a module that holds none is not declared."""
+    from airflow.plugins_manager import AirflowPlugin
+    from airflow.sdk import BaseHook, BaseNotifier, BaseOperator, BaseSensorOperator
+    from airflow.triggers.base import BaseTrigger
+
+    info = get_provider_info()
+    bases = {"hooks": BaseHook, "operators": BaseOperator, "sensors": BaseSensorOperator, "triggers": BaseTrigger}
+    for section, base in bases.items():
+        [entry] = info[section]
+        holding = {m for m in _package_modules(section) if _classes(m, base)}
+        assert set(entry["python-modules"]) == holding - {"findings_provider.operators.base"}, section
+    operators = [c for m in _package_modules("operators") for c in _classes(m, BaseOperator)]
+    links = set()
+    for dotted in operators:
+        module, _, name = dotted.rpartition(".")
+        for link in getattr(importlib.import_module(module), name).operator_extra_links:
+            links.add(f"{type(link).__module__}.{type(link).__name__}")
+    assert links
+    assert links <= set(info["extra-links"])
+    assert set(info["notifications"]) == set(_classes("findings_provider.notifications", BaseNotifier))
+    plugins = {p["plugin-class"] for p in info["plugins"]}
+    assert plugins == set(_classes("findings_provider.dashboard.plugin", AirflowPlugin))
+
+
 def test_entry_point_resolves_to_get_provider_info() -> None:
     [ep] = [
         ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("findings_provider")

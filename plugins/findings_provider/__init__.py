@@ -4,7 +4,20 @@ Layers (each importable on its own): ``client`` (pure Python), ``warehouse`` (pu
 ``operators``/``sensors``/``triggers`` (thin Airflow wrappers).
 """
 
+from pathlib import Path
+
 __version__ = "0.1.0"
+
+_PACKAGE = Path(__file__).resolve().parent
+_INTEGRATION = "Security Findings"
+
+
+def _modules(package: str, *, besides: tuple[str, ...] = ()) -> list[str]:
+    """The dotted names of the modules of ``findings_provider.<package>``, found on disk (nothing is imported:
+    Airflow reads the provider info in every process); ``besides`` names modules that hold no such classes (a
+    base class, the operator links)."""
+    return [f"findings_provider.{package}.{path.stem}" for path in sorted((_PACKAGE / package).glob("*.py"))
+            if not path.stem.startswith("_") and path.stem not in besides]
 
 
 CONN_FIELDS = {
@@ -82,39 +95,18 @@ def get_provider_info() -> dict:
                 },
             }
         ],
-        "hooks": [
-            {
-                "integration-name": "Security Findings",
-                "python-modules": [
-                    "findings_provider.hooks.findings_api",
-                    "findings_provider.hooks.warehouse",
-                ],
-            }
-        ],
+        "hooks": [{"integration-name": _INTEGRATION, "python-modules": _modules("hooks")}],
         "integrations": [
             {
-                "integration-name": "Security Findings",
+                "integration-name": _INTEGRATION,
                 "external-doc-url": "https://github.com/findings-airflow/findings-airflow",
                 "tags": ["service"],
             }
         ],
-        "operators": [
-            {
-                "integration-name": "Security Findings",
-                "python-modules": [
-                    "findings_provider.operators.scans",
-                    "findings_provider.operators.findings",
-                    "findings_provider.operators.triage",
-                    "findings_provider.operators.tickets",
-                ],
-            }
-        ],
-        "sensors": [
-            {"integration-name": "Security Findings", "python-modules": ["findings_provider.sensors.scan"]}
-        ],
-        "triggers": [
-            {"integration-name": "Security Findings", "python-modules": ["findings_provider.triggers.scan"]}
-        ],
+        "operators": [{"integration-name": _INTEGRATION,
+                       "python-modules": _modules("operators", besides=("base", "links"))}],
+        "sensors": [{"integration-name": _INTEGRATION, "python-modules": _modules("sensors")}],
+        "triggers": [{"integration-name": _INTEGRATION, "python-modules": _modules("triggers")}],
         "extra-links": [
             f"findings_provider.operators.links.{name}"
             for name in ("ScanLink", "FindingsTriagedLink", "FindingsTicketedLink", "TicketsCreatedLink",

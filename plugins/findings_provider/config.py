@@ -29,7 +29,14 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from findings_provider.client.canonical import canonical_enum
-from findings_provider.client.models import (
+from findings_provider.client.limits import (
+    DEPENDENCIES_PAGE_SIZE,
+    DEPENDENCY_REPOSITORIES_PAGE_SIZE,
+    FINDINGS_PAGE_SIZE,
+    TICKETS_LIMIT,
+    TRIAGE_LIMIT,
+)
+from findings_provider.client.vocabulary import (
     AutotriageVerdict,
     FindingStatus,
     IssueType,
@@ -205,7 +212,7 @@ class ExtractionConfig(_Strict):
     issue_types: list[IssueType] = Field(
         default_factory=lambda: [IssueType.SAST, IssueType.SCA], min_length=1
     )
-    page_size: int = Field(default=3000, ge=100, le=3000)
+    page_size: int = FINDINGS_PAGE_SIZE.field(FINDINGS_PAGE_SIZE.maximum)
     overlap_minutes: int = Field(default=60, ge=0)
     #: A full pull is due on this weekday (0 Monday .. 6 Sunday) if the last is 6 days old; None: never.
     full_refresh_weekday: int | None = Field(default=6, ge=0, le=6)
@@ -220,7 +227,7 @@ class TriageConfig(_Strict):
     schedule: str | None = None
     dry_run: bool = False
     approval_threshold: int | None = Field(default=None, ge=0)
-    chunk_size: int = Field(default=3000, ge=1, le=3000)
+    chunk_size: int = TRIAGE_LIMIT.field()
     policies: list[TriagePolicy] = Field(default_factory=list)
 
 
@@ -229,7 +236,7 @@ class TicketConfig(_Strict):
     schedule: str | None = None
     dry_run: bool = False
     tracker_project_id: str | None = Field(default=None, pattern=r"^[0-9]+$")
-    tickets_per_call: int = Field(default=20, ge=1, le=20)
+    tickets_per_call: int = TICKETS_LIMIT.field()
     group_issues: bool = True
     policies: list[TicketPolicy] = Field(default_factory=list)
 
@@ -276,8 +283,9 @@ class DependencyFilters(_Strict):
 
 class DependencyInventoryConfig(_Strict):
     schedule: str | None = "@daily"
-    page_size: int = Field(default=10000, ge=1, le=10000)
-    repositories_page_size: int = Field(default=100, ge=1, le=100)
+    page_size: int = DEPENDENCIES_PAGE_SIZE.field(DEPENDENCIES_PAGE_SIZE.maximum)
+    repositories_page_size: int = DEPENDENCY_REPOSITORIES_PAGE_SIZE.field(
+        DEPENDENCY_REPOSITORIES_PAGE_SIZE.maximum)
     filters: DependencyFilters = Field(default_factory=DependencyFilters)
 
 

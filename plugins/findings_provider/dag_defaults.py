@@ -5,16 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-#: The seven pipeline DAG ids (shared/interfaces.md), the one list the stack launcher and the dashboard use.
-PIPELINE_DAGS = (
-    "scan_monitoring",
-    "findings_extraction",
-    "autotriage_triage",
-    "ticket_creation",
-    "policy_tuning",
-    "project_settings",
-    "dependency_inventory",
-)
+#: The findings DAGs, in pipeline order: scans watched, findings pulled, triaged, ticketed.
+FINDINGS_DAGS = ("scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation")
+#: The governance DAGs: rule policies tuned, project settings kept as code, the dependency inventory.
+GOVERNANCE_DAGS = ("policy_tuning", "project_settings", "dependency_inventory")
+#: The seven pipeline DAG ids (the interfaces' names; one file each in ``dags/``), in pipeline order: the one list
+#: the stack launcher, the dashboard and the tests use.
+PIPELINE_DAGS = FINDINGS_DAGS + GOVERNANCE_DAGS
 #: The pipeline DAGs whose writes may wait for a person's approval.
 APPROVAL_DAGS = ("autotriage_triage", "ticket_creation", "policy_tuning")
 API_POOL = "findings_api"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, case, func, or_, select
 
 from findings_provider.client import ScanStatus
+from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import (
     finding_events,
@@ -34,10 +35,6 @@ from findings_provider.warehouse.schema import (
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Severities, most severe first: the order of every table and chart.
-SEVERITY_ORDER = ("critical", "high", "medium", "low")
-#: Statuses of a finding that still needs work (fix-time targets apply to these).
-OPEN_STATUSES = ("open", "reviewing", "fixing")
 #: Most breaching findings listed (the count is exact).
 BREACHES_LISTED = 200
 _DAY = 86400.0
@@ -138,8 +135,9 @@ def _elapsed(warehouse: Warehouse, event: Any, fallback: Any, *where: Any) -> pd
 
 def time_to_fix(warehouse: Warehouse) -> pd.DataFrame:
     """Fixed findings by severity: count, median and p90 days from ``relevant_since`` to fixed."""
-    fixed = _first_event("status", ("fixed",))
-    return _durations(_elapsed(warehouse, fixed, findings.c.state_updated_at, findings.c.status == "fixed"))
+    fixed = _first_event("status", (FindingStatus.FIXED.value,))
+    return _durations(_elapsed(warehouse, fixed, findings.c.state_updated_at,
+                               findings.c.status == FindingStatus.FIXED.value))
 
 
 def time_to_triage(warehouse: Warehouse) -> pd.DataFrame:

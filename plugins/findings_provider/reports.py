@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from findings_provider.client.vocabulary import Severity
 from findings_provider.text import csv_cell, truncate
 
 if TYPE_CHECKING:
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
 
 #: The conventional severity colours (critical red, high orange, medium yellow, low blue-grey), for every chart
 #: and page that shows severities; anything else is grey.
-SEVERITY_COLOURS = {"critical": "#c62828", "high": "#ef6c00", "medium": "#f9a825", "low": "#78909c"}
+SEVERITY_COLOURS = {
+    Severity.CRITICAL.value: "#c62828",
+    Severity.HIGH.value: "#ef6c00",
+    Severity.MEDIUM.value: "#f9a825",
+    Severity.LOW.value: "#78909c",
+}
 OTHER_COLOUR = "#bdbdbd"
 
 #: Longest axis or legend label of a chart (longer ones are cut; the tables show them in full).

@@ -29,8 +29,9 @@ def as_bool(value: Any, name: str) -> bool:
     raise ParamError(f"{name} = {value!r} is not a boolean; use true or false")
 
 
-def as_optional_int(value: Any, name: str, *, minimum: int | None = None) -> int | None:
-    """An integer (or None) from an int or its text, at least ``minimum``."""
+def as_optional_int(value: Any, name: str, *, minimum: int | None = None,
+                    maximum: int | None = None) -> int | None:
+    """An integer (or None) from an int or its text, at least ``minimum`` and at most ``maximum``."""
     if value is None or (isinstance(value, str) and value.strip().lower() in _NULLS):
         return None
     if isinstance(value, bool):
@@ -41,11 +42,14 @@ def as_optional_int(value: Any, name: str, *, minimum: int | None = None) -> int
         raise ParamError(f"{name} = {value!r} is not an integer") from None
     if minimum is not None and number < minimum:
         raise ParamError(f"{name} = {number} must be >= {minimum}")
+    if maximum is not None and number > maximum:
+        raise ParamError(f"{name} = {number} must be <= {maximum}")
     return number
 
 
-def as_int(value: Any, name: str, *, minimum: int | None = None) -> int:
-    number = as_optional_int(value, name, minimum=minimum)
+def as_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """A required integer from an int or its text, within ``minimum`` and ``maximum``."""
+    number = as_optional_int(value, name, minimum=minimum, maximum=maximum)
     if number is None:
         raise ParamError(f"{name} is required (an integer)")
     return number

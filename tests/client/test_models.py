@@ -13,12 +13,11 @@ from findings_provider.client.models import (
     Rule,
     Scan,
     ScanDetails,
-    ScanStatus,
     SecretsPage,
-    UnknownScanStatusError,
     text_of,
 )
 from findings_provider.client.timeutil import parse_timestamp, to_epoch_seconds, to_iso
+from findings_provider.client.vocabulary import ScanStatus, UnknownScanStatusError
 
 from . import payloads as p
 

@@ -26,12 +26,12 @@ from findings_provider.client.models import (
     Rule,
     ScanDetails,
     ScansPage,
-    ScanStatus,
     SecretsPage,
     TicketResult,
     TriageResult,
     UpdatePolicyResponse,
 )
+from findings_provider.client.vocabulary import ScanStatus
 
 from . import payloads as p
 from .conftest import TOKEN, Recorder, call_async

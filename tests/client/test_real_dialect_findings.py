@@ -14,7 +14,8 @@ import orjson
 import pytest
 from findings_provider.client import canonical
 from findings_provider.client.endpoints import ENDPOINTS, parse_model, raw_findings_parser
-from findings_provider.client.models import Finding, IssueType
+from findings_provider.client.models import Finding
+from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import FindingSelector
 from findings_provider.pipeline.freshness import api_filters
 from findings_provider.pipeline.tickets import _ticket_in, ticket_of

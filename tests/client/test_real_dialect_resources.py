@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from findings_provider.client import ConfigurationError, FindingsClient
 from findings_provider.client.dependency_identity import canonical_transitivity, dependency_key
-from findings_provider.client.models import Dependency, ScanStatus
+from findings_provider.client.models import Dependency
+from findings_provider.client.vocabulary import ScanStatus
 from findings_provider.warehouse.rows import (
     DEPENDENCY_COLUMNS,
     DEPENDENCY_REPOSITORY_COLUMNS,

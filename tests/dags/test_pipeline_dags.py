@@ -1,4 +1,5 @@
-"""The four pipeline DAGs: integrity (imports, parse time, retries, owners, tags, docs, params) and ``dag.test()``
+"""The four findings DAGs: schedules, assets, pools and params (the conventions of every DAG are checked in
+``test_dag_integrity.py``), and ``dag.test()``
 runs against an emulator, checked in the warehouse and in the emulator's state and request log.
 
 ``dag.test()`` needs a metadata database: the runs happen in one long-lived subprocess with its own migrated
@@ -7,11 +8,7 @@ runs against an emulator, checked in the warehouse and in the emulator's state a
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +17,11 @@ import pytest
 from airflow_version import DAILY_CRON, scheduler_param_error
 from chaos.dagrun import dag_stack
 from findings_emulator.testing import EmulatorProcess
+from findings_provider.dag_defaults import FINDINGS_DAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
-PIPELINE_DAGS = ("scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation")
+PIPELINE_DAGS = FINDINGS_DAGS
 PYTHON = sys.executable
 
 
@@ -39,24 +37,9 @@ def dagbag() -> Any:
 
 
 @pytest.mark.parametrize("dag_id", PIPELINE_DAGS)
-def test_dag_imports_and_is_complete(dagbag: Any, dag_id: str) -> None:
-    bag = dagbag[dag_id]
-    assert bag.import_errors == {}
-    dag = bag.dags[dag_id]
-    assert dag.tags
-    assert "findings" in dag.tags
-    assert dag.doc_md
-    assert "**Params**" in dag.doc_md
-    for name in dag.params:
-        assert f"`{name}`" in dag.doc_md, f"doc_md of {dag_id} does not explain param {name}"
-        assert dag.params.get_param(name).description
-    assert dag.max_active_runs == 1
-    assert dag.catchup is False
-    for task in dag.tasks:
-        assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
-        assert task.retry_exponential_backoff, f"{dag_id}.{task.task_id} has no exponential backoff"
-        assert task.owner == "appsec"
-        assert task.pool in ("findings_api", "default_pool")
+def test_findings_dags_are_tagged(dagbag: Any, dag_id: str) -> None:
+    """The conventions every DAG follows are checked in ``test_dag_integrity.py``; these carry the findings tag."""
+    assert "findings" in dagbag[dag_id].dags[dag_id].tags
 
 
 def test_api_tasks_use_the_api_pool(dagbag: Any) -> None:
@@ -129,55 +112,6 @@ def test_bad_params_are_refused_naming_the_param(dagbag: Any, dag_id: str, conf:
 )
 def test_good_params_pass(dagbag: Any, dag_id: str, conf: dict) -> None:
     scheduler_params(dagbag[dag_id].dags[dag_id]).deep_merge(conf).validate()
-
-
-PARSE_SCRIPT = textwrap.dedent(
-    """
-    import importlib, json, sys, time
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.utils.file import iter_airflow_imports
-    path = sys.argv[1]
-    for module in iter_airflow_imports(path):  # what the DAG processor pre-imports before parsing a file
-        try:
-            importlib.import_module(module)
-        except Exception:
-            pass
-    cpu, wall = time.process_time(), time.perf_counter()
-    bag = DagBag(dag_folder=path)
-    print("PARSE " + json.dumps({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,
-                                 "stat": bag.dagbag_stats[0].duration.total_seconds(),
-                                 "errors": {str(k): v for k, v in bag.import_errors.items()}}))
-    """
-)
-
-
-@pytest.mark.parametrize("dag_id", PIPELINE_DAGS)
-def test_each_file_parses_alone_in_a_fresh_interpreter(dag_id: str, tmp_path: Path) -> None:
-    """Parsed in a fresh interpreter, after the Airflow pre-imports the DAG processor does. How long it takes is
-    measured by ``bench/dag_parse.py`` (``make bench``), not here: a timed test measures the machine."""
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
-    out = subprocess.run([PYTHON, "-c", PARSE_SCRIPT, str(DAGS / f"{dag_id}.py")], env=env, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
-    result = json.loads(next(line for line in out.splitlines() if line.startswith("PARSE "))[6:])
-    assert result["errors"] == {}
-
-
-def test_dag_files_do_no_io_or_heavy_imports_at_module_level() -> None:
-    code = textwrap.dedent(
-        f"""
-        import sys, socket, importlib.util
-        def no_network(*a, **k):
-            raise AssertionError("network access while parsing a DAG file")
-        socket.socket.connect = no_network
-        for name in {list(PIPELINE_DAGS)!r}:
-            spec = importlib.util.spec_from_file_location(name, "{DAGS}/" + name + ".py")
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
-        heavy = sorted(m for m in ("pandas", "matplotlib", "findings_emulator") if m in sys.modules)
-        print("HEAVY", heavy)
-        """
-    )
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "HEAVY []" in out
 
 
 # --- dag.test() runs against the emulator --------------------------------------------------------------------------

@@ -17,11 +17,11 @@ import pytest
 from chaos.dagrun import dag_stack
 from dialect_compare import canonical_differences, finding_rows_of
 from findings_emulator.testing import EmulatorProcess
+from findings_provider.dag_defaults import PIPELINE_DAGS
 
 pytestmark = pytest.mark.integration
 
-IN_ORDER = ("scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation", "policy_tuning",
-            "project_settings", "dependency_inventory")
+IN_ORDER = PIPELINE_DAGS
 
 
 @contextmanager

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from findings_provider.dag_defaults import PIPELINE_DAGS
 
 pytestmark = pytest.mark.install
 
 REPO = Path(__file__).resolve().parents[2]
-DAG_IDS = {"scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation", "policy_tuning",
-           "project_settings", "dependency_inventory"}
+DAG_IDS = set(PIPELINE_DAGS)
 SOURCES = ("pyproject.toml", "README.md", "plugins", "include", "dags")
 
 

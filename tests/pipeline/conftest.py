@@ -30,8 +30,9 @@ def api() -> FakeApi:
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorProcess]:
-    """An emulator subprocess with 600 findings (module-scoped; tests that change data reset it)."""
-    with EmulatorProcess(findings=600) as emu:
+    """An emulator subprocess with 600 findings, 60 of them AI-detected, so that it serves every issue type
+    (module-scoped; tests that change data reset it)."""
+    with EmulatorProcess(findings=600, extra_args=("--ai-findings", "60")) as emu:
         yield emu
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES
 from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import extraction, scans, tickets, triage
 from findings_provider.warehouse.schema import findings, ticket_actions, triage_actions
@@ -43,7 +44,7 @@ def last_seq(emulator):
 
 
 def test_extraction_is_complete_idempotent_and_incremental(fresh_emulator, emulator_client, warehouse) -> None:
-    types = ["sast", "sca", "secrets"]
+    types = list(ISSUE_TYPES)  # a new issue type fails here until the emulator serves it
     first = extraction.run_extraction(emulator_client, warehouse, types)
     counts = fresh_emulator.stats()["counts"]["findings"]
     for issue_type in types:
@@ -70,7 +71,7 @@ def test_extraction_is_complete_idempotent_and_incremental(fresh_emulator, emula
     with warehouse.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(findings)).scalar_one() == sum(counts.values())
     incremental = requests_of(fresh_emulator, "findings", seq)
-    assert {r["query"]["issue_type"][0] for r in incremental} == {"sast", "sca"}
+    assert {r["query"]["issue_type"][0] for r in incremental} == set(OFFSET_TYPES)
     assert all("since" in r["query"] for r in incremental)
     for issue_type in ("sast", "sca"):
         pulled = second["issue_types"][issue_type]

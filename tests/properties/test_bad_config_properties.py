@@ -23,6 +23,7 @@ from findings_provider.config import (
     load_projects_file,
     load_yaml_model,
 )
+from findings_provider.dag_defaults import PIPELINE_DAGS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,8 +163,7 @@ def test_the_shipped_files_load() -> None:
 
 # --- DAG params --------------------------------------------------------------------------------------------------
 
-DAG_IDS = ("scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation", "policy_tuning",
-           "project_settings", "dependency_inventory")
+DAG_IDS = PIPELINE_DAGS
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from chaos.harness import TOKEN, settle, start_emulator, tally, warehouse_uri
 from findings_emulator.faults import OPERATIONS
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import FindingsClient, RetryPolicy
+from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.hooks.findings_api import FindingsApiHook
 from findings_provider.pipeline import extraction
 from findings_provider.warehouse import Warehouse, make_engine
@@ -89,9 +90,7 @@ def test_the_token_appears_nowhere_after_every_dag_ran_and_failed(stack: Stack, 
 
     # 1. success paths: every DAG, in pipeline order, against a clean emulator
     emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after=1)
-    for dag_id in ["scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation",
-                   *[d for d in ALL_DAGS if d not in ("scan_monitoring", "findings_extraction", "autotriage_triage",
-                                                     "ticket_creation")]]:
+    for dag_id in PIPELINE_DAGS:
         result = stack.run(dag_id, env=conn, retries=0)
         assert not result.error, result.message
         runs.setdefault(dag_id, []).append(str(result.state))

@@ -258,7 +258,7 @@ def test_dict_and_raw_paths_share_one_mapping():
 
 
 def test_issue_type_enum_members_are_stored_as_plain_strings():
-    from findings_provider.client.models import IssueType
+    from findings_provider.client.vocabulary import IssueType
 
     (row,) = finding_rows(IssueType.SCA, [msgspec.Raw(b'{"id": 1}')])
     assert type(row[0]) is str

@@ -24,20 +24,19 @@ from findings_provider.client.errors import (
     TransportError,
     ValidationError,
 )
-from findings_provider.client.models import (
+from findings_provider.client.models import Finding, ScanDetails
+from findings_provider.client.requests import TicketRequest, TriageRequest
+from findings_provider.client.transport import RetryPolicy
+from findings_provider.client.vocabulary import (
     AutotriageVerdict,
-    Finding,
     IssueType,
     PolicyMode,
-    ScanDetails,
     ScanStatus,
     Severity,
     TriageReason,
     TriageState,
     UnknownScanStatusError,
 )
-from findings_provider.client.requests import TicketRequest, TriageRequest
-from findings_provider.client.transport import RetryPolicy
 
 __all__ = [
     "ENDPOINTS",

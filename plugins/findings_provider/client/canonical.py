@@ -13,47 +13,49 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 import msgspec
 
+from findings_provider.client.vocabulary import (
+    AutotriageVerdict,
+    Confidence,
+    FindingStatus,
+    IssueType,
+    Reachability,
+    Severity,
+    TriageReason,
+    TriageState,
+    ValidationState,
+)
+
 log = logging.getLogger(__name__)
 
-#: Issue types the findings extraction can pull, in one place (IssueType, extraction, DAG param, warehouse).
-ISSUE_TYPES = ("sast", "sca", "ai_sast", "secrets")
+#: Issue types the findings extraction can pull (the values of ``IssueType``).
+ISSUE_TYPES: tuple[str, ...] = tuple(t.value for t in IssueType)
 #: Issue types listed through the findings operation (offset pages, ``since`` filter); secrets use a cursor.
-OFFSET_TYPES = ("sast", "sca", "ai_sast")
+OFFSET_TYPES: tuple[str, ...] = tuple(t for t in ISSUE_TYPES if t != IssueType.SECRETS)
 
 # --- enum vocabularies ------------------------------------------------------------------------------------------
 
+
+def _words(vocabulary: type[Enum], *received: str) -> frozenset[str]:
+    """The values of ``vocabulary`` and the words the service sends beyond them (``received``)."""
+    return frozenset({member.value for member in vocabulary} | set(received))
+
+
 #: Canonical (lowercase, underscores) values per enum kind, and the proto prefixes the real dialect puts before them.
+#: Reads see a few words requests never send: a ``removed`` or ``unknown`` status, an ``untriaged`` state.
 VOCABULARIES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
-    "severity": (frozenset({"low", "medium", "high", "critical"}), ("SEVERITY_",)),
-    "confidence": (frozenset({"low", "medium", "high"}), ("CONFIDENCE_",)),
-    "status": (
-        frozenset({"open", "fixed", "ignored", "reviewing", "fixing", "provisionally_ignored", "removed", "unknown"}),
-        ("FINDING_STATUS_",),
-    ),
-    "triage_state": (
-        frozenset({"untriaged", "ignored", "reopened", "reviewing", "fixing", "provisionally_ignored"}),
-        ("TRIAGE_STATE_",),
-    ),
-    "triage_reason": (
-        frozenset({"acceptable_risk", "false_positive", "no_time", "no_triage_reason", "duplicate"}),
-        ("TRIAGE_REASON_",),
-    ),
-    "verdict": (frozenset({"true_positive", "false_positive", "no_verdict"}), ("VERDICT_",)),
-    "validation_state": (
-        frozenset({"confirmed_valid", "confirmed_invalid", "validation_error", "no_validator"}),
-        ("VALIDATION_STATE_",),
-    ),
-    "reachability": (
-        frozenset({
-            "reachable", "always_reachable", "conditionally_reachable", "unreachable", "no_reachability_analysis",
-            "unknown",
-        }),
-        ("REACHABILITY_", "EXPOSURE_"),
-    ),
+    "severity": (_words(Severity), ("SEVERITY_",)),
+    "confidence": (_words(Confidence), ("CONFIDENCE_",)),
+    "status": (_words(FindingStatus, "removed", "unknown"), ("FINDING_STATUS_",)),
+    "triage_state": (_words(TriageState, "untriaged"), ("TRIAGE_STATE_",)),
+    "triage_reason": (_words(TriageReason), ("TRIAGE_REASON_",)),
+    "verdict": (_words(AutotriageVerdict, "no_verdict"), ("VERDICT_",)),
+    "validation_state": (_words(ValidationState), ("VALIDATION_STATE_",)),
+    "reachability": (_words(Reachability, "no_reachability_analysis"), ("REACHABILITY_", "EXPOSURE_")),
 }
 
 #: Spellings of one meaning in the two dialects: the real reachability "no reachability analysis" is the
@@ -62,7 +64,10 @@ SYNONYMS: dict[str, dict[str, str | None]] = {
     "reachability": {"no_reachability_analysis": "unknown"},
     "verdict": {"no_verdict": None},
     # the reference's selection-filter words for a secret's validation state
-    "validation_state": {"valid": "confirmed_valid", "invalid": "confirmed_invalid"},
+    "validation_state": {
+        "valid": ValidationState.CONFIRMED_VALID.value,
+        "invalid": ValidationState.CONFIRMED_INVALID.value,
+    },
 }
 
 #: kind -> {value as received: canonical value}, filled as values are met (the row path reads it inline).

@@ -35,6 +35,7 @@ from findings_provider.client.errors import (
     ResponseTooLargeError,
     excerpt,
 )
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from findings_provider.client.models import Deployment
 from findings_provider.client.pagination import CursorPager, OffsetPager
 from findings_provider.client.transport import (
@@ -520,7 +521,8 @@ class _Operations(_BaseClient):
         """One page of code (``sast``) or supply-chain (``sca``) findings with the filters of 4.8."""
         return self._call(self._findings_call(issue_type, page, page_size, filters, raw=False))
 
-    def iter_finding_pages(self, issue_type="sast", *, page_size=3000, start_page=0, raw=False, **filters):
+    def iter_finding_pages(self, issue_type="sast", *, page_size=FINDINGS_PAGE_SIZE.maximum, start_page=0, raw=False,
+                           **filters):
         """Pages of findings, lazily, from ``start_page`` until a short or empty page.
 
         With ``raw=True`` each page is a ``RawFindingsPage`` whose ``items`` are the exact bytes of each finding

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from findings_provider.client.vocabulary import Transitivity
+
 SEPARATOR = "|"
 
 #: Transitivity as the findings send it (lower case); the dependencies endpoint sends ``DIRECT``,
 #: ``TRANSITIVE``, ``UNKNOWN_TRANSITIVITY``.
-_TRANSITIVITY = {
-    "direct": "direct",
-    "transitive": "transitive",
-    "unknown": "unknown",
-    "unknown_transitivity": "unknown",
-}
+_TRANSITIVITY = {t.value: t.value for t in Transitivity} | {"unknown_transitivity": Transitivity.UNKNOWN.value}
 
 
 def _part(value: Any) -> str:

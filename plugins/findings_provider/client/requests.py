@@ -24,7 +24,21 @@ from pydantic import (
 )
 
 from findings_provider.client.errors import ValidationError
-from findings_provider.client.models import (
+from findings_provider.client.limits import (
+    DEPENDENCIES_PAGE_SIZE,
+    DEPENDENCY_REPOSITORIES_PAGE_SIZE,
+    FINDINGS_PAGE_SIZE,
+    NOTE_MAX_CHARS,
+    POLICY_RULES_LIMIT,
+    PROJECTS_PAGE_SIZE,
+    SCANS_LIMIT,
+    SECRETS_LIMIT,
+    TICKETS_LIMIT,
+    TRIAGE_LIMIT,
+)
+from findings_provider.client.timeutil import to_epoch_seconds, to_iso
+from findings_provider.client.vocabulary import (
+    CODE_TYPES,
     AutotriageVerdict,
     Confidence,
     Exposure,
@@ -38,10 +52,8 @@ from findings_provider.client.models import (
     TriageReason,
     TriageState,
 )
-from findings_provider.client.timeutil import to_epoch_seconds, to_iso
 
 UINT32_MAX = 2**32 - 1
-NOTE_MAX_CHARS = 3000
 
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 Digits = Annotated[str, StringConstraints(pattern=r"^[0-9]+$")]
@@ -116,10 +128,10 @@ class FindingsQuery(RequestModel):
     """Query of ``GET .../findings``: validation of section 8 and of the per-type filters."""
 
     #: ``ai_sast`` (AI-detected code findings) takes the code filters.
-    issue_type: Literal["sast", "sca", "ai_sast"] = "sast"
+    issue_type: str = IssueType.SAST.value
     since: float | None = None
     page: UInt32 = 0
-    page_size: int = Field(default=100, ge=100, le=3000)
+    page_size: int = FINDINGS_PAGE_SIZE.field()
     dedup: bool | None = None
     repos: list[NonEmptyStr] | None = None
     repository_ids: list[UInt32] | None = None
@@ -138,6 +150,14 @@ class FindingsQuery(RequestModel):
     is_malicious: bool | None = None
     click_to_fix_pr_state: list[Literal["open", "merged"]] | None = None
 
+    @field_validator("issue_type")
+    @classmethod
+    def _code_type(cls, value: str) -> str:
+        if value not in CODE_TYPES:
+            raise ValueError(f"not an issue type of this endpoint; expected one of {', '.join(CODE_TYPES)} "
+                             "(secrets have their own endpoint)")
+        return value
+
     @field_validator("since", mode="before")
     @classmethod
     def _since(cls, value: Any) -> Any:
@@ -145,7 +165,7 @@ class FindingsQuery(RequestModel):
 
     @model_validator(mode="after")
     def _per_type_filters(self) -> FindingsQuery:
-        code = self.issue_type != "sca"
+        code = self.issue_type != IssueType.SCA
         wrong = SCA_ONLY_FILTERS if code else SAST_ONLY_FILTERS
         for name in wrong:
             if getattr(self, name) is not None:
@@ -201,11 +221,20 @@ class Selection(RequestModel):
     severities: list[Severity] | None = None
     since: Digits | None = None
     status: FindingStatus | None = None
-    transitivities: list[Literal["direct", "transitive"]] | None = None
+    transitivities: list[str] | None = None
     triage_reasons: list[TriageReason] | None = None
     validation_state: list[Literal["valid", "invalid"]] | None = None
     #: Explicit opt-in to send a request with neither ``issue_ids`` nor any filter (never sent to the server).
     allow_unfiltered: bool = False
+
+    @field_validator("transitivities")
+    @classmethod
+    def _transitivities(cls, value: list[str] | None) -> list[str] | None:
+        allowed = (Transitivity.DIRECT.value, Transitivity.TRANSITIVE.value)
+        for item in value or ():
+            if item not in allowed:
+                raise ValueError(f"{item!r} is not a transitivity filter; expected one of {', '.join(allowed)}")
+        return value
 
     @field_validator("since", mode="before")
     @classmethod
@@ -275,7 +304,7 @@ class TriageRequest(Selection):
     """Body of bulk triage (4.10), with the rules the server enforces checked before sending."""
 
     issue_ids: list[UInt32] | None = None
-    limit: int = Field(default=3000, ge=1, le=3000)
+    limit: int = TRIAGE_LIMIT.field()
     new_note: str | None = Field(default=None, max_length=NOTE_MAX_CHARS)
     new_triage_reason: TriageReason | None = None
     new_triage_state: TriageState | None = None
@@ -298,7 +327,7 @@ class TicketRequest(Selection):
     issue_ids: list[Digits] | None = None
     group_issues: bool = True
     tracker_project_id: Digits | None = None
-    limit: int = Field(default=20, ge=1, le=20)
+    limit: int = TICKETS_LIMIT.field()
 
     @field_validator("issue_ids", mode="before")
     @classmethod
@@ -328,7 +357,7 @@ class ScanSearch(RequestModel):
     cursor: str | None = None
     deploymentId: str | None = None
     is_full_scan: bool | None = None
-    limit: int = Field(default=100, ge=1, le=500)
+    limit: int = SCANS_LIMIT.field()
     products: list[Product] | None = None
     repository_id: UInt32 | None = None
     since: str | None = None
@@ -390,14 +419,14 @@ class DependenciesQuery(RequestModel):
     cursor: Digits | None = None
     dependencyFilter: DependencyFilter | None = None
     deploymentId: str | None = None
-    pageSize: int = Field(default=1000, ge=1, le=10000)
+    pageSize: int = DEPENDENCIES_PAGE_SIZE.field()
 
 
 class RepositoriesQuery(RequestModel):
     cursor: UInt32 | None = None
     dependencyFilter: DependencyFilter | None = None
     deploymentId: str | None = None
-    pageSize: int = Field(default=5, ge=1, le=100)
+    pageSize: int = DEPENDENCY_REPOSITORIES_PAGE_SIZE.field()
 
 
 # --- policies (4.5, 4.6) --------------------------------------------------------------------------------------
@@ -405,7 +434,7 @@ class RepositoriesQuery(RequestModel):
 
 class PolicyRulesQuery(RequestModel):
     cursor: str | None = None
-    limit: int = Field(default=500, ge=1, le=2000)
+    limit: int = POLICY_RULES_LIMIT.field()
 
 
 class UpdatePolicy(RequestModel):
@@ -456,9 +485,9 @@ class Tags(RequestModel):
 
 class ProjectsQuery(RequestModel):
     page: UInt32 = 0
-    page_size: int = Field(default=100, ge=1, le=3000)
+    page_size: int = PROJECTS_PAGE_SIZE.field()
 
 
 class SecretsQuery(RequestModel):
     cursor: str | None = None
-    limit: int = Field(default=100, ge=1, le=3000)
+    limit: int = SECRETS_LIMIT.field()

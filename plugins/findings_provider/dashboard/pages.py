@@ -19,12 +19,11 @@ from sqlalchemy import and_, false, func, literal, or_, select, tuple_
 
 from findings_provider.client import ScanStatus
 from findings_provider.client.canonical import ISSUE_TYPES
+from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
 from findings_provider.config import PipelineConfig
 from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.dashboard.links import PAGES
 from findings_provider.metrics import (
-    OPEN_STATUSES,
-    SEVERITY_ORDER,
     activity_per_run,
     policy_changes_made,
     scan_health,

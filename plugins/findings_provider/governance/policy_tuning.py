@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from findings_provider.client.errors import FindingsApiError, NotFoundError, PolicyApiRetiredError
+from findings_provider.client.vocabulary import TRIAGED_STATUSES, AutotriageVerdict, IssueType
 from findings_provider.governance.common import model_json, prune_missing, read_frame
 from findings_provider.text import md_escape
 from findings_provider.warehouse import policy_rule_rows
@@ -125,14 +126,14 @@ def read_code_findings(warehouse: Warehouse) -> pd.DataFrame:
     c = findings.c
     stmt = select(
         c.id, c.rule_name, c.match_based_id, c.status, c.triage_state, c.triage_reason, c.autotriage_verdict
-    ).where(c.issue_type == "sast")
+    ).where(c.issue_type == IssueType.SAST.value)
     return read_frame(warehouse, stmt)
 
 
 def pipeline_triaged_ids(warehouse: Warehouse) -> set[int]:
     """Code findings this pipeline's own bulk triage changed (not a person's verdict)."""
     stmt = select(triage_actions.c.issue_ids, triage_actions.c.response).where(
-        triage_actions.c.issue_type == "sast",
+        triage_actions.c.issue_type == IssueType.SAST.value,
         triage_actions.c.dry_run.is_(False),
         triage_actions.c.status == "succeeded",
     )
@@ -162,13 +163,13 @@ def rule_statistics(
     verdict = df["autotriage_verdict"]
     state = df["triage_state"].fillna("")
     excluded = df["id"].isin(set(exclude_from_human))
-    human = (~state.isin(UNTRIAGED) | df["status"].isin(["ignored", "reviewing", "fixing"])) & ~excluded
+    human = (~state.isin(UNTRIAGED) | df["status"].isin(TRIAGED_STATUSES)) & ~excluded
     ignored = state.eq("ignored") | df["status"].eq("ignored")
     flags = pd.DataFrame(
         {
             "rule_name": df["rule_name"],
             "findings": 1,
-            "autotriaged": verdict.isin(["false_positive", "true_positive"]).astype(int),
+            "autotriaged": verdict.isin([v.value for v in AutotriageVerdict]).astype(int),
             "auto_fp": verdict.eq("false_positive").astype(int),
             "auto_tp": verdict.eq("true_positive").astype(int),
             "human_triaged": human.astype(int),

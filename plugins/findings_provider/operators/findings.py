@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from findings_provider.client.canonical import ISSUE_TYPES
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from findings_provider.config import load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import SummaryReportLink
@@ -61,9 +62,8 @@ class ExtractFindingsOperator(FindingsBaseOperator):
             self.issue_types not in (None, "", "None")) else [str(t) for t in cfg.issue_types]
         if not types:
             raise ParamError(f"issue_types is empty; give at least one of {', '.join(ISSUE_TYPES)}")
-        page_size = as_int(self.page_size or cfg.page_size, "page_size", minimum=100)
-        if page_size > 3000:
-            raise ParamError(f"page_size = {page_size} must be <= 3000 (the API's maximum)")
+        page_size = as_int(self.page_size or cfg.page_size, "page_size", minimum=FINDINGS_PAGE_SIZE.minimum,
+                           maximum=FINDINGS_PAGE_SIZE.maximum)
         overlap = as_optional_int(self.overlap_minutes, "overlap_minutes", minimum=0)
         max_age = cfg.full_refresh_max_age_hours
         result = extraction.run_extraction(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from findings_provider.client.limits import TICKETS_LIMIT
 from findings_provider.config import TicketConfig, TicketPolicy, load_pipeline_config
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTicketedLink, TicketsCreatedLink
@@ -119,7 +120,8 @@ class CreateTicketsOperator(FindingsBaseOperator):
         cfg = load_pipeline_config().ticket_creation
         dry_run = as_bool(self.dry_run, "dry_run")
         tracker = as_optional_digits(self.tracker_project_id, "tracker_project_id") or cfg.tracker_project_id
-        per_call = as_int(self.tickets_per_call or cfg.tickets_per_call, "tickets_per_call", minimum=1)
+        per_call = as_int(self.tickets_per_call or cfg.tickets_per_call, "tickets_per_call",
+                          minimum=TICKETS_LIMIT.minimum, maximum=TICKETS_LIMIT.maximum)
         group_issues = cfg.group_issues if self.group_issues is None else as_bool(self.group_issues, "group_issues")
         out = tickets.run_tickets(
             None if dry_run else self.api_hook.client,

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES, forget_logged_unknowns
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN
@@ -193,7 +194,7 @@ def extract_findings(
     issue_type: str,
     *,
     since: datetime | None,
-    page_size: int = 3000,
+    page_size: int = FINDINGS_PAGE_SIZE.maximum,
     on_page: Callable[[PullResult], None] | None = None,
     now: datetime | None = None,
 ) -> PullResult:
@@ -368,7 +369,7 @@ def run_extraction(
     full_refresh_weekday: int | None = None,
     full_refresh_max_age: timedelta | None = None,
     overlap: timedelta = timedelta(hours=1),
-    page_size: int = 3000,
+    page_size: int = FINDINGS_PAGE_SIZE.maximum,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Pull each issue type and advance its watermark after its pull succeeded; return the counts per type.

@@ -21,6 +21,8 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import FindingSelector
 from findings_provider.pipeline import ledger
 from findings_provider.pipeline.selection import SelectedFinding
@@ -29,7 +31,7 @@ from findings_provider.warehouse.schema import dropped_findings
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = 3000
+PAGE_SIZE = FINDINGS_PAGE_SIZE.maximum
 #: Secrets have no server-side filters: their whole (short) list is read, at most this many per page.
 SECRETS_PAGE_SIZE = 1000
 #: The columns whose change in the service means a person (or another tool) acted on the finding.
@@ -74,7 +76,7 @@ def api_filters(issue_type: str, selector: FindingSelector, since: datetime | No
         filters["repos"] = cols["repository_name"]
     if len(cols.get("ref", ())) == 1:
         filters["ref"] = cols["ref"][0]
-    if issue_type in ("sast", "ai_sast"):  # AI findings carry the code findings' fields
+    if issue_type in (IssueType.SAST, IssueType.AI_SAST):  # AI findings carry the code findings' fields
         if cols.get("rule_name"):
             filters["rules"] = cols["rule_name"]
         if len(cols.get("autotriage_verdict", ())) == 1:

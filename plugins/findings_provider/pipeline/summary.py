@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 from findings_provider import metrics
 from findings_provider.alerts import Alert
 from findings_provider.client.timeutil import parse_timestamp
-from findings_provider.metrics import OPEN_STATUSES, severity_order
+from findings_provider.client.vocabulary import OPEN_STATUSES
+from findings_provider.metrics import severity_order
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import findings
 

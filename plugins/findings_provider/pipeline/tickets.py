@@ -31,7 +31,9 @@ from sqlalchemy import func, select
 
 from findings_provider.client import AmbiguousWriteError, FindingsApiError, TicketRequest, TransportError
 from findings_provider.client.canonical import as_int
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE, TICKETS_LIMIT
 from findings_provider.client.models import ExternalTicket
+from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import TicketPolicy
 from findings_provider.pipeline import approval, freshness, ledger
 from findings_provider.pipeline.approval import Cap
@@ -44,7 +46,7 @@ from findings_provider.warehouse.schema import findings, ticket_actions
 log = logging.getLogger(__name__)
 
 PER_TICKET_MAX = 50
-TICKETS_PER_CALL_MAX = 20
+TICKETS_PER_CALL_MAX = TICKETS_LIMIT.maximum
 #: ``pipeline_state`` key of the request being sent (issue type, ids), cleared once its outcome is recorded.
 IN_FLIGHT_KEY = "ticket_creation.in_flight"
 #: Message of findings that had no ticket on the re-read right after a lost response.
@@ -528,7 +530,7 @@ def reread_tickets(client: Any, issue_type: str, groups: Sequence[TicketGroup]) 
     """Re-read the findings of ``groups`` from the API: id -> its external ticket (None when it has none)."""
     wanted = {i for g in groups for i in g.ids}
     found: dict[int, dict[str, Any] | None] = {}
-    if issue_type == "secrets":
+    if issue_type == IssueType.SECRETS:
         for finding in client.iter_secrets():
             if finding.id in wanted:
                 found[finding.id] = ticket_of(finding)
@@ -537,10 +539,10 @@ def reread_tickets(client: Any, issue_type: str, groups: Sequence[TicketGroup]) 
     else:
         for repo, rule in sorted({(g.repository, g.rule) for g in groups}, key=str):
             filters: dict[str, Any] = {"repos": [repo]} if repo else {}
-            if issue_type == "sast" and rule:
+            if issue_type == IssueType.SAST and rule:
                 filters["rules"] = [rule]
             todo = {i for g in groups if (g.repository, g.rule) == (repo, rule) for i in g.ids}
-            for finding in client.iter_findings(issue_type, page_size=3000, **filters):
+            for finding in client.iter_findings(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, **filters):
                 if finding.id in todo:
                     found[finding.id] = ticket_of(finding)
                     todo.discard(finding.id)

@@ -21,6 +21,8 @@ from typing import Any
 from sqlalchemy import select, update
 
 from findings_provider.client import TriageRequest
+from findings_provider.client.limits import TRIAGE_LIMIT
+from findings_provider.client.vocabulary import STATUS_AFTER_TRIAGE
 from findings_provider.config import TriagePolicy
 from findings_provider.pipeline import approval, freshness, ledger
 from findings_provider.pipeline.approval import Cap
@@ -32,9 +34,8 @@ from findings_provider.warehouse.schema import findings, triage_actions
 
 log = logging.getLogger(__name__)
 
-MAX_CHUNK = 3000
-#: The finding ``status`` that a triage state leaves behind.
-STATUS_AFTER_TRIAGE = {"ignored": "ignored", "reviewing": "reviewing", "fixing": "fixing", "reopened": "open"}
+#: Ids per bulk-triage request at most.
+MAX_CHUNK = TRIAGE_LIMIT.maximum
 DEFAULT_NOTE = "Triaged automatically by policy {policy} ({dag_id} run {run_id})"
 #: Error text of requests a person rejected in the approval step (they are never sent).
 REJECTED = "rejected in the approval step"

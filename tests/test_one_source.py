@@ -1,0 +1,123 @@
+"""One source per fact: the API's vocabularies and maxima and the DAG ids are written out once.
+
+The vocabularies live in ``client/vocabulary.py``, the limits in ``client/limits.py``, the DAG ids in
+``dag_defaults.py``; everything else imports them. These tests read the source (no imports, so a copy is found
+wherever it sits) and fail when a second literal copy appears: a collection of two or more words of one
+vocabulary, an API maximum written as a number, or a list of two or more DAG ids.
+"""
+
+from __future__ import annotations
+
+import ast
+from enum import Enum
+from pathlib import Path
+
+import pytest
+from findings_provider import dag_defaults
+from findings_provider.client import limits, vocabulary
+
+ROOT = Path(__file__).resolve().parents[1]
+PROVIDER = ROOT / "plugins" / "findings_provider"
+#: Where the facts are defined (the only files allowed to spell them out).
+SOURCES = {PROVIDER / "client" / "vocabulary.py", PROVIDER / "client" / "limits.py", PROVIDER / "dag_defaults.py"}
+
+#: Each vocabulary's words (enums whose values are too common to mean the vocabulary are skipped: the confidence
+#: words are the severity words, and "unknown"/"direct" alone say nothing).
+VOCABULARIES = {
+    cls.__name__: frozenset(m.value for m in cls)
+    for cls in vars(vocabulary).values()
+    if isinstance(cls, type) and issubclass(cls, Enum) and cls not in (vocabulary.StrEnum, vocabulary.Confidence)
+}
+#: The maxima of the API's limits from 3000 up (smaller numbers such as 20 or 500 have too many other meanings).
+MAXIMA = frozenset(v.maximum for v in vars(limits).values() if isinstance(v, limits.Limit) and v.maximum >= 3000)
+#: The lists of DAG ids that ``dag_defaults`` defines; a collection holding all of one of them is a copy.
+DAG_LISTS = {name: frozenset(value) for name, value in vars(dag_defaults).items() if name.endswith("_DAGS")}
+
+
+def python_files(*folders: Path) -> list[Path]:
+    """Every Python file under ``folders`` except the sources of the facts."""
+    return sorted(p for folder in folders for p in folder.rglob("*.py") if p not in SOURCES)
+
+
+def collections(tree: ast.AST, *, dicts: bool = True):
+    """Every literal collection of constants in ``tree``: tuples, lists, sets (the arguments of a subscript such as
+    ``Literal["a", "b"]`` included) and, with ``dicts``, dict keys and dict values, with their line."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            items = node.elts
+        elif isinstance(node, ast.Dict) and dicts:
+            yield node.lineno, [k for k in node.keys if k is not None]
+            items = node.values
+        else:
+            continue
+        yield node.lineno, items
+
+
+def strings(items: list[ast.expr]) -> set[str]:
+    return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+
+def vocabulary_copies(path: Path) -> list[str]:
+    """``file:line vocabulary words`` for each collection holding two or more words of one vocabulary."""
+    found = []
+    for line, items in collections(ast.parse(path.read_text(), str(path))):
+        words = strings(items)
+        for name, vocabulary_words in VOCABULARIES.items():
+            if len(words & vocabulary_words) >= 2:
+                found.append(f"{path.relative_to(ROOT)}:{line} {name} {sorted(words & vocabulary_words)}")
+    return found
+
+
+def maxima_copies(path: Path) -> list[str]:
+    """``file:line number`` for each integer constant equal to an API maximum."""
+    return [f"{path.relative_to(ROOT)}:{node.lineno} {node.value}"
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Constant) and type(node.value) is int and node.value in MAXIMA]
+
+
+def dag_id_copies(path: Path) -> list[str]:
+    """``file:line name`` for each collection holding every id of one of ``dag_defaults``' lists (a test that picks
+    a few DAGs on purpose names them, and a dict keyed by DAG id says something per DAG; a copy of a whole list
+    is what drifts)."""
+    return [f"{path.relative_to(ROOT)}:{line} {name}"
+            for line, items in collections(ast.parse(path.read_text(), str(path)), dicts=False)
+            for name, ids in DAG_LISTS.items() if ids <= strings(items)]
+
+
+@pytest.mark.parametrize("path", python_files(PROVIDER, ROOT / "dags"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_second_copy_of_a_vocabulary_or_a_maximum(path):
+    copies = vocabulary_copies(path) + maxima_copies(path)
+    assert not copies, "import these from findings_provider.client.vocabulary / .limits instead:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize("path", python_files(PROVIDER, ROOT / "dags", ROOT / "tests", ROOT / "devtools",
+                                              ROOT / "bench"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_second_list_of_dag_ids(path):
+    copies = [] if path == Path(__file__) else dag_id_copies(path)
+    assert not copies, "import the DAG ids from findings_provider.dag_defaults instead:\n" + "\n".join(copies)
+
+
+def test_the_checks_find_a_copy(tmp_path):
+    """The scanners themselves: each kind of copy is found, and the imported forms are not."""
+    copy = tmp_path / "copy.py"
+    copy.write_text('SEVERITIES = ("critical", "high")\nMODE = Literal["MODE_BLOCK", "MODE_MONITOR"]\n'
+                    'AFTER = {"reopened": "open", "fixing": "fixing"}\nPAGE = 3000\n'
+                    'DAGS = ["policy_tuning", "project_settings", "dependency_inventory", "extra"]\n')
+    clean = tmp_path / "clean.py"
+    clean.write_text("SEVERITIES = SEVERITY_ORDER\nPAGE = FINDINGS_PAGE_SIZE.maximum\nDAGS = PIPELINE_DAGS\n"
+                     'ONE = ("critical", "a word")\n')
+    found = sorted(line.split(" ", 1)[1] for line in _scan(copy))
+    assert found == sorted(["Severity ['critical', 'high']", "PolicyMode ['MODE_BLOCK', 'MODE_MONITOR']",
+                     "FindingStatus ['fixing', 'open']", "TriageState ['fixing', 'reopened']", "3000",
+                     "GOVERNANCE_DAGS"])
+    assert _scan(clean) == []
+
+
+def _scan(path: Path) -> list[str]:
+    """All three scanners over a file outside the repository (reported relative to its folder)."""
+    global ROOT
+    saved, ROOT = ROOT, path.parent
+    try:
+        return vocabulary_copies(path) + maxima_copies(path) + dag_id_copies(path)
+    finally:
+        ROOT = saved
