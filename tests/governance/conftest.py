@@ -65,30 +65,6 @@ def connections(emulator: Any, warehouse: Warehouse, warehouse_path: Path, monke
     monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
 
 
-class FakeTaskInstance:
-    """The task instance an operator sees at run time: ids and an in-memory XCom store."""
-
-    def __init__(self, dag_id: str = "test_dag", run_id: str = "manual__test", xcoms: dict | None = None) -> None:
-        self.dag_id = dag_id
-        self.run_id = run_id
-        self.xcoms: dict[tuple[str, str], Any] = dict(xcoms or {})
-        self.task_id = "under_test"
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[(self.task_id, key)] = value
-
-    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
-        return self.xcoms.get((task_ids, key))
-
-
-def run_operator(operator: Any, ti: FakeTaskInstance) -> Any:
-    """Execute an operator as its task would, keep its result as XCom ``return_value``, return it."""
-    ti.task_id = operator.task_id
-    result = operator.execute({"ti": ti, "task_instance": ti, "run_id": ti.run_id, "params": {}})
-    ti.xcoms[(operator.task_id, "return_value")] = result
-    return result
-
-
 def writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The logged API requests that could change something."""
     return [r for r in requests if r["method"] in ("PUT", "PATCH", "DELETE") or r["operation"] in ("triage", "tickets")]

@@ -16,8 +16,7 @@ from findings_provider.operators.dependencies import (
 from findings_provider.warehouse import dependency_rows
 from findings_provider.warehouse.schema import dependencies, dependency_repositories
 from sqlalchemy import select
-
-from .conftest import FakeTaskInstance, run_operator
+from task_context import FakeTaskInstance, run_operator
 
 
 def served(emulator, path: str, key: str, body: dict | None = None) -> list[dict]:

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from findings_provider.operators.dependencies import DependencyReportOperator
 from findings_provider.warehouse import dependency_repository_rows, dependency_rows
-
-from .conftest import FakeTaskInstance, run_operator
+from task_context import FakeTaskInstance, run_operator
 
 PACKAGE = "=cmd|' /C calc'!A0"
 REPOSITORY = "@SUM(1)"

@@ -15,8 +15,9 @@ from findings_provider.operators.policies import (
 from findings_provider.warehouse import policy_rule_rows
 from findings_provider.warehouse.schema import policy_changes, policy_rules
 from sqlalchemy import select
+from task_context import FakeTaskInstance, run_operator
 
-from .conftest import FakeTaskInstance, run_operator, writes
+from .conftest import writes
 from .helpers import FindingWriter
 
 BLOCKING = {"MODE_BLOCK", "MODE_COMMENT"}

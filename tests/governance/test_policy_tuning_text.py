@@ -16,8 +16,8 @@ from findings_provider.operators.policies import ProposePolicyChangesOperator
 from findings_provider.warehouse import policy_rule_rows
 from markdown_it import MarkdownIt
 from markdown_view import paragraph_text, table_rows
+from task_context import FakeTaskInstance, run_operator
 
-from .conftest import FakeTaskInstance, run_operator
 from .helpers import FindingWriter
 
 POLICY = "2101"

@@ -9,8 +9,9 @@ from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_projects_file
 from findings_provider.governance.project_settings import ProjectAction, ProjectPlan, apply_project_plan
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
+from task_context import FakeTaskInstance, run_operator
 
-from .conftest import FakeTaskInstance, run_operator, writes
+from .conftest import writes
 
 PROJECTS_YAML = """\
 managed_tags: [tier-1, tier-2, tier-3, pci, internet-facing]

@@ -9,25 +9,7 @@ from typing import Any
 import pytest
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.warehouse import Warehouse, make_engine
-
-
-class FakeTaskInstance:
-    """Just enough of a task instance for ``execute``: records XCom pushes."""
-
-    def __init__(self, run_id: str = "manual__1") -> None:
-        self.xcom: dict[str, Any] = {}
-        self.task_id = "task"
-        self.dag_id = "test_dag"
-        self.run_id = run_id
-        self.map_index = -1
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
-def make_context(run_id: str = "manual__1") -> dict[str, Any]:
-    ti = FakeTaskInstance(run_id)
-    return {"ti": ti, "task_instance": ti, "run_id": run_id}
+from task_context import make_context
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,7 @@ from typing import Any
 
 import pytest
 from findings_emulator.testing import EmulatorProcess
-
-
-class FakeTaskInstance:
-    """Just enough of a task instance for ``execute``: records XCom pushes."""
-
-    def __init__(self) -> None:
-        self.xcom: dict[str, Any] = {}
-        self.task_id = "wait"
-        self.dag_id = "test"
-        self.run_id = "manual__1"
-        self.map_index = -1
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
+from task_context import FakeTaskInstance, make_context
 
 
 @pytest.fixture(scope="module")
@@ -32,5 +19,4 @@ def emulator() -> Iterator[EmulatorProcess]:
 
 @pytest.fixture
 def context() -> dict[str, Any]:
-    ti = FakeTaskInstance()
-    return {"ti": ti, "task_instance": ti, "run_id": ti.run_id}
+    return make_context(FakeTaskInstance(task_id="wait"))
