@@ -57,7 +57,7 @@ compose-deps:
 	fi
 
 lint: venv
-	$(BIN)/ruff check plugins include dags tests bench
+	$(BIN)/ruff check plugins include dags tests bench devtools
 
 test: venv browser-deps compose-deps lint
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)

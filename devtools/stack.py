@@ -45,8 +45,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``devtools`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from devtools.airflow_api import AirflowApi, ApiError
 from findings_provider.dag_defaults import PIPELINE_DAGS  # the seven pipeline DAGs: one list, the provider's
+
+from devtools.airflow_api import AirflowApi, ApiError
 
 REPO = Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO / "dags"
