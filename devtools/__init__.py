@@ -1,1 +1,3 @@
-"""Developer tools: the one stack launcher (``stack.py``) used by the demo (``demo.py``) and the e2e tests."""
+"""Developer tools, one job per module: the stack launcher (``stack.py``: ``Stack``) with its environment
+(``environment.py``) and process handling (``processes.py``) and its command line (``cli.py``); the demo
+(``demo.py``); the Airflow REST client (``airflow_api.py``); the local PostgreSQL and Redis (``services.py``)."""

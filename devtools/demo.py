@@ -25,15 +25,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # python devtools/demo.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from devtools.stack import (
-    PIPELINE_DAGS,
-    REPO,
-    EmulatorOptions,
-    Stack,
-    StackError,
-    port_is_free,
-    raise_keyboard_interrupt,
-)
+from findings_provider.dag_defaults import PIPELINE_DAGS
+
+from devtools.environment import REPO, EmulatorOptions
+from devtools.processes import port_is_free, raise_keyboard_interrupt
+from devtools.stack import Stack, StackError
 
 DEMO_HOME = REPO / ".demo" / "airflow-home"
 TRIGGERED = ("scan_monitoring", "findings_extraction")

@@ -18,15 +18,15 @@ count) through the REST API and waits until the expected DAGs are parsed.
 Leaving the ``with`` block (normally, on an exception, on Ctrl-C) stops every process it started by process group:
 SIGTERM, a grace period, then SIGKILL, then any descendant that escaped its group.
 
-Run it by hand: ``python devtools/stack.py --home /tmp/af`` (``--help`` for the options); the demo is
-``make demo``.
+Its environment (paths, connection ids, the emulator's options) is in ``environment.py``, the process handling in
+``processes.py``; run it by hand with ``python devtools/cli.py --home /tmp/af`` (``--help`` for the options); the
+demo is ``make demo``.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -38,106 +38,44 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make ``devtools`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from findings_provider.dag_defaults import PIPELINE_DAGS  # the seven pipeline DAGs: one list, the provider's
+from findings_emulator.testing import EmulatorAdmin
+from findings_provider.dag_defaults import PIPELINE_DAGS
 
-from devtools.airflow_api import AirflowApi, ApiError
-
-REPO = Path(__file__).resolve().parents[1]
-DAGS_FOLDER = REPO / "dags"
-PLUGINS_FOLDER = REPO / "plugins"
-PIPELINE_CONFIG = REPO / "include" / "pipeline.yaml"
-
-API_CONN_ID = "findings_api_default"
-WAREHOUSE_CONN_ID = "findings_warehouse_default"
-POOL_NAME = "findings_api"
-POOL_SLOTS = 4
-USERNAME = "admin"
-
-LOCAL = "LocalExecutor"
-CELERY = "CeleryExecutor"
+from devtools.airflow_api import AirflowApi
+from devtools.environment import (
+    API_CONN_ID,
+    CELERY,
+    DAGS_FOLDER,
+    LOCAL,
+    PLUGINS_FOLDER,
+    POOL_NAME,
+    POOL_SLOTS,
+    USERNAME,
+    WAREHOUSE_CONN_ID,
+    EmulatorOptions,
+    fernet_key,
+    warehouse_fields,
+)
+from devtools.processes import (
+    Component,
+    descendants,
+    free_port,
+    kill_pids,
+    set_pdeathsig,
+    signal_group,
+    tail,
+    venv_bin,
+)
 
 
 class StackError(RuntimeError):
     """A component did not start, died, or did not become healthy in time; the message names the log."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def venv_bin() -> Path:
-    """The ``bin`` directory of the running interpreter (the project's virtualenv)."""
-    return Path(sys.executable).parent
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(text[-lines:])
-
-
-@dataclass
-class EmulatorOptions:
-    """How to start the findings API emulator (``findings-emulator`` CLI, see shared/interfaces.md)."""
-
-    port: int | None = None  # None: a free port
-    host: str = "127.0.0.1"
-    token: str = "emulator-token"  # noqa: S105 - the emulator's local, throwaway token
-    seed: int = 42
-    findings: int | None = None  # None: the emulator's default volume
-    deployment_slug: str = "acme"
-    deployment_id: str = "1"
-    extra_args: tuple[str, ...] = ()
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-
-@dataclass
-class Component:
-    """One subprocess of the stack, in its own process group."""
-
-    name: str
-    cmd: list[str]
-    log_path: Path
-    env_overrides: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the child gets SIGTERM if the launcher dies without cleaning up (kill -9, crash)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class Stack:
@@ -279,7 +217,7 @@ class Stack:
             ("password", lambda: secrets.token_urlsafe(12)),
             ("jwt_secret", lambda: secrets.token_urlsafe(32)),
             ("api_secret_key", lambda: secrets.token_urlsafe(32)),
-            ("fernet_key", _fernet_key),
+            ("fernet_key", fernet_key),
         ):
             if not state.get(key):
                 state[key] = make()
@@ -474,7 +412,7 @@ class Stack:
         if conn is not None:
             self.api.ensure_connection(API_CONN_ID, conn["conn_type"], host=conn["host"], password=conn["password"],
                                        extra=conn["extra"], description="The findings API (here: the emulator)")
-        conn_type, fields = _warehouse_fields(self.warehouse_url)
+        conn_type, fields = warehouse_fields(self.warehouse_url)
         self.api.ensure_connection(WAREHOUSE_CONN_ID, conn_type, description="The findings warehouse", **fields)
         self.progress(f"connections {API_CONN_ID} and {WAREHOUSE_CONN_ID} stored (Admin > Connections)")
 
@@ -504,7 +442,7 @@ class Stack:
             rc = subprocess.call(self._airflow("db", "migrate"), env=env, stdout=out, stderr=subprocess.STDOUT,
                                  cwd=self.home, timeout=600)
         if rc != 0:
-            raise StackError(f"airflow db migrate failed (exit {rc}); see {log}:\n{_tail(log)}")
+            raise StackError(f"airflow db migrate failed (exit {rc}); see {log}:\n{tail(log)}")
         stamp.write_text(key + "\n")
 
     def _spawn(self, comp: Component, env: dict[str, str]) -> None:
@@ -522,7 +460,7 @@ class Stack:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # own process group: stopped as a group, never hit by the terminal's Ctrl-C
             # PR_SET_PDEATHSIG follows the forking *thread*: only safe from the main thread.
-            preexec_fn=_set_pdeathsig if in_main_thread and sys.platform.startswith("linux") else None,
+            preexec_fn=set_pdeathsig if in_main_thread and sys.platform.startswith("linux") else None,
         )
         out.close()  # the child holds its own descriptor
         self.components.append(comp)
@@ -532,7 +470,7 @@ class Stack:
         for comp in self.components:
             if comp.proc is not None and comp.proc.poll() is not None:
                 raise StackError(
-                    f"{comp.name} exited with {comp.proc.returncode}; log {comp.log_path}:\n{_tail(comp.log_path)}"
+                    f"{comp.name} exited with {comp.proc.returncode}; log {comp.log_path}:\n{tail(comp.log_path)}"
                 )
 
     def _wait(self, what: str, probe: Callable[[], Any], timeout: float | None = None, interval: float = 0.5) -> Any:
@@ -617,9 +555,9 @@ class Stack:
         if self._api is not None:
             self._api.close()
         procs = [c for c in self.components if c.proc is not None]
-        descendants = _descendants([c.proc.pid for c in procs if c.alive()])  # type: ignore[union-attr]
+        escaped = descendants([c.proc.pid for c in procs if c.alive()])  # type: ignore[union-attr]
         for comp in reversed(procs):
-            _signal_group(comp.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
+            signal_group(comp.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
         # A second SIGTERM tells the scheduler's LocalExecutor and Celery's warm shutdown not to wait for
         # running tasks; then SIGKILL whatever is still there after the grace period.
         for round_grace, resend in ((min(5.0, grace), True), (grace, False)):
@@ -632,15 +570,15 @@ class Stack:
                 for comp in procs:
                     if comp.alive():
                         self.progress(f"{comp.name} still running after {round_grace:.0f}s: SIGTERM again")
-                        _signal_group(comp.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
+                        signal_group(comp.proc.pid, signal.SIGTERM)  # type: ignore[union-attr]
         for comp in procs:
             assert comp.proc is not None
             if comp.alive():
                 self.progress(f"{comp.name} (pid {comp.proc.pid}) did not stop within {grace:.0f}s: killing it")
-            _signal_group(comp.proc.pid, signal.SIGKILL)  # stragglers left in the group, or the leader itself
+            signal_group(comp.proc.pid, signal.SIGKILL)  # stragglers left in the group, or the leader itself
             with contextlib.suppress(subprocess.TimeoutExpired):
                 comp.proc.wait(timeout=5)
-        _kill_pids(descendants)
+        kill_pids(escaped)
         self.progress("every process of the stack stopped")
 
     def collect_artifacts(self, dest: str | Path) -> Path:
@@ -660,154 +598,3 @@ class Stack:
     def unpause(self, dag_ids: Iterable[str] | None = None) -> None:
         for dag_id in dag_ids or self.expected_dags:
             self.api.set_paused(dag_id, False)
-
-
-class EmulatorAdmin:
-    """The emulator's admin routes (loopback only; see include/findings_emulator/README.md) and its API."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        import httpx
-
-        self.base_url = base_url
-        self.http = httpx.Client(base_url=base_url, timeout=60)
-        self.api = httpx.Client(base_url=base_url, timeout=60, headers={"Authorization": f"Bearer {token}"})
-
-    def close(self) -> None:
-        self.http.close()
-        self.api.close()
-
-    def __enter__(self) -> EmulatorAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        r = self.http.request(method, f"/_emulator/{path}", **kwargs)
-        r.raise_for_status()
-        return r.json()
-
-    def health(self) -> dict[str, Any]:
-        return self._call("GET", "health")
-
-    def requests(self, since: int | None = None) -> list[dict[str, Any]]:
-        return self._call("GET", "requests", params={} if since is None else {"since": since})["requests"]
-
-    def create_scan(self, **spec: Any) -> dict[str, Any]:
-        return self._call("POST", "scans", json=spec)
-
-    def tickets(self) -> list[dict[str, Any]]:
-        return self._call("GET", "tickets")["tickets"]
-
-    def stats(self) -> dict[str, Any]:
-        return self._call("GET", "stats")
-
-
-def _warehouse_fields(url: str) -> tuple[str, dict[str, Any]]:
-    """The connection fields Airflow itself parses from the warehouse URI (SQLite path in ``schema``)."""
-    from urllib.parse import urlsplit
-
-    if url.startswith("sqlite:///"):
-        return "sqlite", {"schema": url[len("sqlite:///") :]}
-    parts = urlsplit(url)
-    return "postgres", {"host": parts.hostname, "port": parts.port, "login": parts.username,
-                        "password": parts.password, "schema": parts.path.lstrip("/")}
-
-
-def raise_keyboard_interrupt(*_: object) -> None:
-    """Signal handler: SIGTERM/SIGHUP stop the stack the same way as Ctrl-C."""
-    raise KeyboardInterrupt
-
-
-def _fernet_key() -> str:
-    from cryptography.fernet import Fernet
-
-    return Fernet.generate_key().decode()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _descendants(pids: list[int]) -> list[int]:
-    try:
-        import psutil
-    except ImportError:  # psutil is a test dependency; the process groups cover the normal case
-        return []
-    found: list[int] = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            found += [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    return found
-
-
-def _kill_pids(pids: list[int]) -> None:
-    try:
-        import psutil
-    except ImportError:
-        return
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            proc.kill()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Start a stack by hand and keep it up until Ctrl-C."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--home", required=True, help="AIRFLOW_HOME (created if missing)")
-    parser.add_argument("--port", type=int, default=None, help="API server / UI port (default: a free one)")
-    parser.add_argument("--executor", choices=[LOCAL, CELERY], default=LOCAL)
-    parser.add_argument("--metadata-db-url", default=None)
-    parser.add_argument("--warehouse-url", default=None)
-    parser.add_argument("--broker-url", default=None)
-    parser.add_argument("--workers", type=int, default=2, help="celery workers")
-    parser.add_argument("--emulator-port", type=int, default=None)
-    parser.add_argument("--findings", type=int, default=None, help="emulator data volume")
-    parser.add_argument("--no-emulator", action="store_true")
-    parser.add_argument("--dags-folder", default=str(DAGS_FOLDER))
-    parser.add_argument("--expect", default=",".join(PIPELINE_DAGS),
-                        help="comma-separated DAG ids to wait for ('' for none)")
-    parser.add_argument("--fast", action="store_true", help="short DAG processor/scheduler intervals")
-    args = parser.parse_args(argv)
-
-    stack = Stack(
-        args.home,
-        dags_folder=args.dags_folder,
-        expected_dags=[d for d in args.expect.split(",") if d],
-        fast=args.fast,
-        executor=args.executor,
-        metadata_db_url=args.metadata_db_url,
-        warehouse_url=args.warehouse_url,
-        broker_url=args.broker_url,
-        celery_workers=args.workers,
-        api_port=args.port,
-        emulator=None if args.no_emulator else EmulatorOptions(port=args.emulator_port, findings=args.findings),
-        progress=lambda m: print(f"[stack] {m}", flush=True),
-    )
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    with contextlib.suppress(KeyboardInterrupt), stack:
-        print(f"UI {stack.ui_url}  user {stack.username}  password {stack.password}", flush=True)
-        while True:
-            stack.check_alive()
-            time.sleep(1)
-    return 0
-
-
-__all__ = [
-    "CELERY",
-    "LOCAL",
-    "PIPELINE_DAGS",
-    "AirflowApi",
-    "ApiError",
-    "EmulatorOptions",
-    "Stack",
-    "StackError",
-    "free_port",
-]
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -35,115 +35,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class EmulatorProcess:
-    """A ``python -m findings_emulator`` subprocess in its own process group, with admin helpers."""
+class EmulatorAdmin:
+    """A client of a running emulator: its admin routes (``/_emulator/...``, loopback only; see ``README.md``) and,
+    through :meth:`client`, its API. :class:`EmulatorProcess` is one; the stack launcher makes one for the
+    emulator it started."""
 
-    def __init__(
-        self,
-        *,
-        port: int | None = None,
-        token: str = "test-token",  # noqa: S107 - a fixed token for tests, not a secret
-        seed: int = 42,
-        findings: int = 500,
-        dialect: str = "reference",
-        extra_args: Sequence[str] = (),
-        log_path: str | Path | None = None,
-        startup_timeout: float = STARTUP_TIMEOUT,
-    ) -> None:
-        self.port = port or free_port()
+    def __init__(self, base_url: str, token: str, *, timeout: float = 120.0) -> None:
+        self.base_url = base_url
         self.token = token
-        self.dialect = dialect
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.deployment_id = ""
-        self.deployment_slug = ""
-        self.startup_seconds = 0.0
-        self._own_log = log_path is None
-        if log_path is None:
-            handle, log_path = tempfile.mkstemp(prefix="emulator-", suffix=".log")
-            os.close(handle)
-        self.log_path = Path(log_path)
-        command = [sys.executable, "-m", "findings_emulator", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--token", token, "--seed", str(seed), "--findings", str(findings), "--dialect", dialect,
-                   *extra_args]
-        python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
-        started = time.monotonic()
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True,
-                                             env={**os.environ, "PYTHONPATH": python_path})
-        self._admin = httpx.Client(base_url=self.base_url, timeout=120.0)
-        try:
-            self._wait_healthy(startup_timeout)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - started
+        self._admin = httpx.Client(base_url=base_url, timeout=timeout)
 
-    @property
-    def pid(self) -> int:
-        """Process id of the emulator (also its process group id)."""
-        return self._process.pid
-
-    def _wait_healthy(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"emulator exited with {self._process.returncode}:\n{self.log_tail()}")
-            try:
-                health = self._admin.get("/_emulator/health", timeout=2.0)
-                if health.status_code == 200:
-                    self.deployment_id = health.json()["deployment_id"]
-                    self.deployment_slug = health.json()["deployment_slug"]
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"emulator not healthy after {timeout:.0f} s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The end of the emulator's output."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        """Terminate the emulator's process group (by its pid) and wait for it."""
+    def close(self) -> None:
+        """Close the admin connection."""
         self._admin.close()
-        if self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGTERM)
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait(timeout=10)
-            except ProcessLookupError:
-                pass
-        if self._own_log:
-            self.log_path.unlink(missing_ok=True)
 
-    def __enter__(self) -> EmulatorProcess:
+    def __enter__(self) -> EmulatorAdmin:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.stop()
+        self.close()
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """An httpx client for the API with the token set (the caller closes it)."""
         return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {self.token}"}, **kwargs)
 
-    def connection_json(self, *, token: str | None = None, **extra: Any) -> str:
-        """An ``AIRFLOW_CONN_*`` value (JSON) of a ``findings_api`` connection to this emulator.
-
-        ``token`` replaces the emulator's token; ``extra`` adds connection extras (``timeout``, ``max_retries``...).
-        """
-        return json.dumps({
-            "conn_type": "findings_api",
-            "host": self.base_url,
-            "password": self.token if token is None else token,
-            "extra": {"deployment_slug": self.deployment_slug, "deployment_id": self.deployment_id, **extra},
-        })
+    def health(self) -> dict[str, Any]:
+        """The emulator's health: status, deployment id and slug."""
+        return dict(self._admin_call("GET", "health"))
 
     def _admin_call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._admin.request(method, f"/_emulator/{path}", **kwargs)
@@ -187,3 +106,109 @@ class EmulatorProcess:
         """Change a finding as a person in the service's UI would: ``triage_state``, ``triage_reason``,
         ``status``, ``ticket`` ("create"/"remove") or ``reintroduce=True`` (as a scan would)."""
         return dict(self._admin_call("POST", f"findings/{finding_id}/person", json=action))
+
+
+class EmulatorProcess(EmulatorAdmin):
+    """A ``python -m findings_emulator`` subprocess in its own process group, with the admin helpers."""
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        token: str = "test-token",  # noqa: S107 - a fixed token for tests, not a secret
+        seed: int = 42,
+        findings: int = 500,
+        dialect: str = "reference",
+        extra_args: Sequence[str] = (),
+        log_path: str | Path | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT,
+    ) -> None:
+        self.port = port or free_port()
+        super().__init__(f"http://127.0.0.1:{self.port}", token)
+        self.dialect = dialect
+        self.deployment_id = ""
+        self.deployment_slug = ""
+        self.startup_seconds = 0.0
+        self._own_log = log_path is None
+        if log_path is None:
+            handle, log_path = tempfile.mkstemp(prefix="emulator-", suffix=".log")
+            os.close(handle)
+        self.log_path = Path(log_path)
+        command = [sys.executable, "-m", "findings_emulator", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--token", token, "--seed", str(seed), "--findings", str(findings), "--dialect", dialect,
+                   *extra_args]
+        python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             env={**os.environ, "PYTHONPATH": python_path})
+        try:
+            self._wait_healthy(startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+
+    @property
+    def pid(self) -> int:
+        """Process id of the emulator (also its process group id)."""
+        return self._process.pid
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"emulator exited with {self._process.returncode}:\n{self.log_tail()}")
+            try:
+                health = self._admin.get("/_emulator/health", timeout=2.0)
+                if health.status_code == 200:
+                    self.deployment_id = health.json()["deployment_id"]
+                    self.deployment_slug = health.json()["deployment_slug"]
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"emulator not healthy after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the emulator's output."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """Terminate the emulator's process group (by its pid) and wait for it."""
+        self.close()
+        if self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGTERM)
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        if self._own_log:
+            self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> EmulatorProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def connection_json(self, *, token: str | None = None, **extra: Any) -> str:
+        """An ``AIRFLOW_CONN_*`` value (JSON) of a ``findings_api`` connection to this emulator.
+
+        ``token`` replaces the emulator's token; ``extra`` adds connection extras (``timeout``, ``max_retries``...).
+        """
+        return json.dumps({
+            "conn_type": "findings_api",
+            "host": self.base_url,
+            "password": self.token if token is None else token,
+            "extra": {"deployment_slug": self.deployment_slug, "deployment_id": self.deployment_id, **extra},
+        })
+

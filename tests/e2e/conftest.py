@@ -24,7 +24,8 @@ if str(REPO) not in sys.path:
 
 from smtp_inbox import Mailbox  # noqa: E402
 
-from devtools.stack import EmulatorOptions, Stack  # noqa: E402
+from devtools.environment import EmulatorOptions  # noqa: E402
+from devtools.stack import Stack  # noqa: E402
 
 from .helpers import (  # noqa: E402
     ACTIVE_STACKS,

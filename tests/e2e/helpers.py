@@ -15,10 +15,12 @@ from typing import Any
 
 import sqlalchemy as sa
 import yaml
+from findings_provider.dag_defaults import PIPELINE_DAGS
 
 from devtools.airflow_api import TERMINAL_RUN_STATES, AirflowApi, RunWatch
+from devtools.environment import REPO
 from devtools.services import skip_or_fail  # noqa: F401 (used by the e2e tests through this module)
-from devtools.stack import PIPELINE_DAGS, REPO, Stack, StackError
+from devtools.stack import Stack, StackError
 
 ARTIFACTS = REPO / "test-artifacts"
 

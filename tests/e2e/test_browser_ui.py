@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from findings_provider.dag_defaults import PIPELINE_DAGS
 
-from devtools.stack import PIPELINE_DAGS, Stack
+from devtools.stack import Stack
 
 from .helpers import ARTIFACTS, PipelineResult, skip_or_fail
 

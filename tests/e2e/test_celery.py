@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from devtools.environment import CELERY, EmulatorOptions
 from devtools.services import Postgres, find_postgres, find_redis
-from devtools.stack import CELERY, EmulatorOptions, Stack
+from devtools.stack import Stack
 
 from .helpers import (
     E2E_EMULATOR_ARGS,

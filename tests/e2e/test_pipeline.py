@@ -14,10 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from findings_provider.dag_defaults import PIPELINE_DAGS
 from smtp_inbox import Mailbox
 
 from devtools.airflow_api import ApiError, RunWatch
-from devtools.stack import PIPELINE_DAGS, POOL_NAME, POOL_SLOTS, Stack
+from devtools.environment import POOL_NAME, POOL_SLOTS
+from devtools.stack import Stack
 
 from .helpers import (
     ALERTS_TO,
