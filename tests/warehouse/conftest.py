@@ -8,15 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 from findings_provider.warehouse import Warehouse, make_engine
-from findings_provider.warehouse.schema import metadata
-from sqlalchemy import exc
+from sqlalchemy import MetaData, exc
 from sqlalchemy.engine import Engine, make_url
 
 from devtools.services import skip_or_fail
 
 #: The PostgreSQL database the tests use; a uniquely named schema is created in it and dropped afterwards.
 POSTGRES_URL = os.environ.get("WAREHOUSE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
 
 
 
@@ -50,11 +48,19 @@ def sqlite_engine(tmp_path) -> Iterator[Engine]:
 
 @pytest.fixture
 def postgresql_engine(postgres_schema_url: str) -> Iterator[Engine]:
-    """An engine on the scratch PostgreSQL schema, emptied of warehouse tables after the test."""
+    """An engine on the scratch PostgreSQL schema, emptied of every table after the test (the warehouse's, its
+    version table and any a test made)."""
     engine = make_engine(postgres_schema_url)
     yield engine
-    metadata.drop_all(engine)
+    drop_every_table(engine)
     engine.dispose()
+
+
+def drop_every_table(engine: Engine) -> None:
+    """Drop every table of the engine's (default) schema."""
+    present = MetaData()
+    present.reflect(engine)
+    present.drop_all(engine)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

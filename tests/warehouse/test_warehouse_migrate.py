@@ -1,4 +1,5 @@
-"""An existing warehouse gains the columns a newer version added, filled from each finding's stored ``raw``."""
+"""A warehouse made before versioning gains the columns and indexes of revision 0001 on first use, finding columns
+filled from each finding's stored ``raw`` (each test drops the version table: what such a warehouse lacks)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from findings_provider.warehouse import Warehouse, finding_rows
 from findings_provider.warehouse import migrate as migrate_module
 from findings_provider.warehouse.schema import findings
+from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import inspect, select
 
 SECRET_REAL = {
@@ -31,6 +33,7 @@ def _older_warehouse(engine) -> Warehouse:
             conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
         else:
             conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state, DROP COLUMN path")
+        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
     assert "path" not in {c["name"] for c in inspect(engine).get_columns("findings")}
     return Warehouse(engine)  # a new process: nothing cached
 
@@ -63,6 +66,7 @@ def test_backfill_pages_through_every_finding(engine, monkeypatch):
     store.upsert_findings(finding_rows("ai_sast", [msgspec.Raw(orjson.dumps(items[0]))]))
     with engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
+        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
     Warehouse(engine).create_all()
     with engine.connect() as conn:
         paths = dict(conn.execute(select(findings.c.id, findings.c.path).where(findings.c.issue_type == "sast")).all())
@@ -81,13 +85,14 @@ def test_a_not_null_column_is_refused_with_its_name(engine):
         migrate_module.add_columns(conn, {"findings": [column]})
 
 
-def test_an_index_a_newer_version_added_is_created_on_first_use(engine) -> None:
+def test_an_index_of_the_baseline_is_created_on_first_use(engine) -> None:
     from findings_provider.warehouse import Warehouse
     from sqlalchemy import inspect
 
     Warehouse(engine).create_all()
     with engine.begin() as conn:
         conn.exec_driver_sql("DROP INDEX ix_findings_rule")
+        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
     assert "ix_findings_rule" not in {i["name"] for i in inspect(engine).get_indexes("findings")}
     Warehouse(engine).create_all()
     assert "ix_findings_rule" in {i["name"] for i in inspect(engine).get_indexes("findings")}

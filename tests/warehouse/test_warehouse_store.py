@@ -30,6 +30,7 @@ from findings_provider.warehouse.schema import (
     ticket_actions,
     triage_actions,
 )
+from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import func, inspect, select
 from sqlalchemy.engine import Engine
 
@@ -68,9 +69,12 @@ def test_create_all_creates_every_table_and_is_idempotent(engine):
 
 
 def test_create_all_creates_what_is_missing(engine):
+    """A warehouse made before versioning (no version table) that lacks a table gets it."""
     store = Warehouse(engine)
     store.create_all()
     pipeline_state.drop(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
     store.create_all()
     store.set_state("k", 1)
     assert store.get_state("k") == 1

@@ -30,14 +30,13 @@ from datetime import date
 from operator import itemgetter
 from typing import Any, Literal, TypeVar, get_args
 
-from sqlalchemy import Table, delete, func, inspect, select, union, update
+from sqlalchemy import Table, delete, func, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events, take_snapshot
-from .migrate import add_columns, add_indexes, missing_columns, missing_indexes
 from .rows import (
     DEPENDENCY_COLUMNS,
     DEPENDENCY_REPOSITORY_COLUMNS,
@@ -50,7 +49,6 @@ from .schema import (
     dependencies,
     dependency_repositories,
     findings,
-    metadata,
     pipeline_state,
     policy_changes,
     policy_rules,
@@ -60,6 +58,7 @@ from .schema import (
     triage_actions,
 )
 from .timestamps import utc_now_text
+from .versioning import ensure_current
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,8 +71,6 @@ TICKET_OUTCOMES: tuple[str, ...] = get_args(TicketOutcome)
 TICKETED_OUTCOMES = ("succeeded", "ambiguous")
 #: Stored reports kept per name (older ones are deleted when a new one is saved).
 REPORTS_KEPT = 30
-# Serialises concurrent create_all() calls on PostgreSQL (an arbitrary constant advisory lock key).
-_SCHEMA_LOCK_KEY = 0x46_57_48_01
 
 _INSERTS: dict[str, Callable[[Table], Any]] = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 #: Seconds to wait before each new attempt of a PostgreSQL operation that lost its connection.
@@ -118,20 +115,10 @@ class Warehouse:
     # --- schema -----------------------------------------------------------------------------------
 
     def create_all(self) -> None:
-        """Create the missing tables and indexes, and add the columns a newer version added to existing tables
-        (filled from ``raw``, see :mod:`.migrate`); catalogue queries only when nothing is missing; safe to race."""
-        with self.engine.connect() as conn:
-            if (set(metadata.tables) <= set(inspect(conn).get_table_names()) and not missing_columns(conn)
-                    and not missing_indexes(conn)):
-                return
-        with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
-            else:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock before checking what exists
-            metadata.create_all(conn)
-            add_columns(conn, missing_columns(conn))
-            add_indexes(conn, missing_indexes(conn))
+        """Bring the warehouse to the newest schema revision: create it in an empty database, version one made
+        before versioning (its missing columns filled from ``raw``), apply the revisions it lacks (see
+        :mod:`.versioning`). One query when it is already current; safe to race (a schema lock)."""
+        ensure_current(self.engine)
 
     # --- bulk upserts -----------------------------------------------------------------------------
 
