@@ -1,0 +1,304 @@
+"""The versioned warehouse (Alembic): revision 0001 is schema.py, a next revision keeps every row, a warehouse made
+before versioning is brought to head and stamped, the fast path is one query, and first use is safe to race."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from datetime import date
+from pathlib import Path
+
+import msgspec
+import orjson
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from findings_provider.pipeline import freshness, ledger
+from findings_provider.warehouse import (
+    TicketAction,
+    Warehouse,
+    dependency_repository_rows,
+    dependency_rows,
+    finding_rows,
+    make_engine,
+    policy_rule_rows,
+    scan_rows,
+    versioning,
+)
+from findings_provider.warehouse.__main__ import main
+from findings_provider.warehouse.schema import findings, metadata
+from findings_provider.warehouse.versioning import VERSION_TABLE
+from sqlalchemy import column, event, inspect, select, table, text
+from sqlalchemy.engine import Engine
+
+#: The test-only revision 0002 (a nullable finding column filled from raw, and a new table).
+FIXTURE = Path(__file__).with_name("migrations_fixture")
+
+SECRET = {
+    "id": "691234", "type": "AWS access key", "findingPath": "config/aws.py:3", "createdAt": "2024-07-11T20:46:25Z",
+    "repository": {"name": "acme/infra"}, "status": "FINDING_STATUS_OPEN",
+    "validationState": "VALIDATION_STATE_CONFIRMED_VALID",
+}
+SAST = {"id": 17, "location": {"filePath": "src/db.py", "line": 4}, "status": "open", "severity": "high",
+        "repository": {"name": "acme/web"}, "rule": {"name": "python.sqli"}, "created_at": "2024-05-01T10:00:00Z"}
+SCA = {"id": 18, "usage": {"location": {"path": "web/package.json", "start_line": 9}}, "status": "open",
+       "severity": "critical", "external_ticket_id": 99}
+AI_SAST = {"id": 19, "location": {"filePath": "src/ai.py"}, "status": "open", "severity": "medium",
+           "triage_state": "untriaged", "triaged_at": "2024-06-01T08:00:00.123456Z"}
+ITEMS = {"secrets": SECRET, "sast": SAST, "sca": SCA, "ai_sast": AI_SAST}
+
+
+def _raw(item: dict) -> msgspec.Raw:
+    return msgspec.Raw(orjson.dumps(item))
+
+
+def versions(engine: Engine) -> list[str]:
+    """The rows of the version table."""
+    with engine.connect() as conn:
+        return list(conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
+
+
+def differences(engine: Engine) -> list:
+    """What Alembic's autogenerate finds between the database and ``schema.metadata`` (types compared)."""
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE, "compare_type": True})
+        return compare_metadata(context, metadata)
+
+
+def contents(engine: Engine) -> dict[str, list[tuple]]:
+    """Every row of every table of ``schema.metadata`` as the driver returns it (no type processing), sorted."""
+    out = {}
+    with engine.connect() as conn:
+        for stored in metadata.sorted_tables:
+            plain = table(stored.name, *(column(c.name) for c in stored.columns))
+            out[stored.name] = sorted((tuple(row) for row in conn.execute(select(plain))), key=repr)
+    return out
+
+
+def fill_every_table(store: Warehouse) -> None:
+    """At least one row in every table, each written by the product's own code."""
+    for issue_type, item in ITEMS.items():
+        store.upsert_findings(finding_rows(issue_type, [_raw(item)]))
+    store.run_id = "run-2"
+    store.upsert_findings(finding_rows("sast", [_raw({**SAST, "status": "fixed", "severity": "low"})]))  # events
+    store.upsert_scans(scan_rows([{"id": "10", "status": "SCAN_STATUS_COMPLETED", "is_full_scan": True,
+                                   "started_at": "2020-11-18T23:28:12Z", "exit_code": 0}]))
+    store.upsert_policy_rules(policy_rule_rows("5", [{"id": "r1", "path": "python.sqli",
+                                                      "policyMode": "MODE_MONITOR"}]))
+    store.upsert_dependencies(dependency_rows([{"id": "d1", "name": "lodash", "version": "4.17.21",
+                                                "license": ["MIT"]}]))
+    store.upsert_dependency_repositories(dependency_repository_rows([{"id": 3, "name": "acme/web",
+                                                                      "numDependencies": 10}]))
+    action = store.record_triage_action(run_id="run-2", dag_id="autotriage_triage", issue_type="sast",
+                                        dry_run=False, issue_ids=[17], request={"issue_ids": [17]})
+    store.update_triage_action(action, status="succeeded", response={"ok": True}, num_triaged=1)
+    store.record_ticket_actions([TicketAction("sca", 18, "succeeded", run_id="run-2", ticket_id=99,
+                                              ticket_url="https://tracker.example.com/99", external_slug="T-99")])
+    store.set_state("watermark:sast", {"since": "2024-07-11T20:46:25Z"})
+    store.record_policy_change(run_id="run-2", policy_id="5", rule_path="python.sqli", previous_mode="MODE_MONITOR",
+                               new_mode="MODE_BLOCK", status="applied", response={"ok": True})
+    ledger.record(store, ledger.TRIAGE, "fixed-noise", "ai_sast", [19], "run-2")
+    freshness.record_drops(store, {18: "changed in the service by a person"}, kind="ticket", policy="critical",
+                           issue_type="sca", run_id="run-2")
+    store.take_snapshot(date(2026, 11, 26))
+    store.save_report("summary", "Open findings", "<html><body>3 open</body></html>")
+
+
+# --- revision 0001 is schema.py ------------------------------------------------------------------
+
+
+def test_an_empty_database_upgraded_to_head_is_exactly_schema_metadata(engine):
+    assert versioning.upgrade(engine) == "0001"
+    assert versions(engine) == ["0001"]
+    assert differences(engine) == []
+    # the comparison sees a difference when there is one (a missing index, a column of another type)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_findings_rule")
+        conn.exec_driver_sql("ALTER TABLE reports DROP COLUMN run_id")
+        conn.exec_driver_sql("ALTER TABLE reports ADD COLUMN run_id INTEGER")
+    found = {(d[0] if isinstance(d, tuple) else d[0][0]) for d in differences(engine)}
+    assert found == {"add_index", "modify_type"}
+
+
+def test_the_recorded_baseline_is_what_revision_0001_creates():
+    """The MetaData an unversioned warehouse is brought to is schema.py's tables (today: 0001 is schema.py)."""
+    baseline = versioning.baseline_metadata()
+    assert set(baseline.tables) == set(metadata.tables)
+    for name, expected in metadata.tables.items():
+        recorded = baseline.tables[name]
+        assert [(c.name, c.nullable, c.primary_key) for c in recorded.columns] == [
+            (c.name, c.nullable, c.primary_key) for c in expected.columns], name
+        assert {(i.name, tuple(c.name for c in i.columns)) for i in recorded.indexes} == {
+            (i.name, tuple(c.name for c in i.columns)) for i in expected.indexes}, name
+
+
+# --- a next revision keeps every row ------------------------------------------------------------------
+
+
+def test_a_next_revision_keeps_every_row_of_a_first_release_warehouse(engine):
+    store = Warehouse(engine, run_id="run-1")
+    store.create_all()
+    assert versions(engine) == ["0001"]
+    fill_every_table(store)
+    before = contents(engine)
+    assert [name for name, rows in before.items() if not rows] == []  # every table holds rows
+
+    assert versioning.upgrade(engine, version_locations=[FIXTURE]) == "0002"
+
+    assert versions(engine) == ["0002"]
+    assert contents(engine) == before
+    with engine.connect() as conn:
+        added = dict(conn.execute(text("SELECT id, fixture_raw_status FROM findings")).all())
+        assert conn.execute(text("SELECT count(*) FROM fixture_notes")).scalar_one() == 0
+    assert added == {691234: "FINDING_STATUS_OPEN", 17: "fixed", 18: "open", 19: "open"}
+    # the product keeps writing to the upgraded tables, and the fast path holds at the new head
+    store.upsert_findings(finding_rows("sast", [_raw({**SAST, "status": "open"})]))
+    assert store.count_findings("sast", status="open") == 1
+    assert versioning.is_current(engine, [FIXTURE])
+    assert not versioning.is_current(engine)  # this release's own scripts do not know 0002
+
+
+def test_a_warehouse_at_a_revision_this_release_does_not_know_is_refused_by_name(engine):
+    versioning.upgrade(engine, version_locations=[FIXTURE])
+    with pytest.raises(RuntimeError, match=r"revision '0002'.*knows 0001"):
+        Warehouse(engine).create_all()
+
+
+# --- a warehouse made before versioning ------------------------------------------------------------
+
+
+def _unversioned_warehouse(engine: Engine) -> dict:
+    """A warehouse as the release before versioning left it, without ``path``, ``validation_state``, the index
+    ``ix_findings_rule`` and the table ``reports``; return its findings' stored columns."""
+    metadata.create_all(engine)
+    store = Warehouse(engine)
+    for issue_type, item in ITEMS.items():
+        store.upsert_findings(finding_rows(issue_type, [_raw(item)]))
+    store.set_state("watermark:sast", {"since": "2024-07-11T20:46:25Z"})
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state")
+            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
+        else:
+            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state, DROP COLUMN path")
+        conn.exec_driver_sql("DROP INDEX ix_findings_rule")
+        conn.exec_driver_sql("DROP TABLE reports")
+    assert VERSION_TABLE not in inspect(engine).get_table_names()
+    return _kept(engine)
+
+
+def _kept(engine: Engine) -> dict:
+    kept = [c for c in findings.columns if c.name not in ("path", "validation_state")]
+    with engine.connect() as conn:
+        return {(r.issue_type, r.id): tuple(r) for r in conn.execute(select(*kept))}
+
+
+def test_a_warehouse_made_before_versioning_is_brought_to_head_and_stamped(engine):
+    kept = _unversioned_warehouse(engine)
+    Warehouse(engine).create_all()
+    assert versions(engine) == ["0001"]
+    assert differences(engine) == []
+    assert _kept(engine) == kept
+    with engine.connect() as conn:
+        filled = {(r.issue_type, r.id): (r.validation_state, r.path) for r in conn.execute(
+            select(findings.c.issue_type, findings.c.id, findings.c.validation_state, findings.c.path))}
+    assert filled == {
+        ("secrets", 691234): ("confirmed_valid", "config/aws.py"),
+        ("sast", 17): (None, "src/db.py"),
+        ("sca", 18): (None, "web/package.json"),
+        ("ai_sast", 19): (None, "src/ai.py"),
+    }
+    assert Warehouse(engine).get_state("watermark:sast") == {"since": "2024-07-11T20:46:25Z"}
+
+
+def test_a_warehouse_made_before_versioning_is_stamped_0001_then_upgraded_through_later_revisions(engine):
+    kept = _unversioned_warehouse(engine)
+    assert versioning.upgrade(engine, version_locations=[FIXTURE]) == "0002"
+    assert versions(engine) == ["0002"]
+    assert _kept(engine) == kept
+    with engine.connect() as conn:
+        got = dict(conn.execute(text("SELECT id, fixture_raw_status FROM findings")).all())
+    assert got == {691234: "FINDING_STATUS_OPEN", 17: "open", 18: "open", 19: "open"}
+
+
+# --- the fast path --------------------------------------------------------------------------------
+
+
+def _statements(engine: Engine, work) -> list[str]:
+    """The SQL statements ``work()`` sends through ``engine``."""
+    sent: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        work()
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    return sent
+
+
+def test_create_all_on_a_current_warehouse_is_one_select(engine):
+    Warehouse(engine).create_all()
+    sent = _statements(engine, Warehouse(engine).create_all)
+    assert len(sent) == 1, sent
+    assert sent[0].lstrip().upper().startswith("SELECT")
+    assert VERSION_TABLE in sent[0]
+    # a warehouse behind the scripts' head is upgraded (the fast path is not taken blindly)
+    sent = _statements(engine, lambda: versioning.ensure_current(engine, [FIXTURE]))
+    assert any(s.lstrip().upper().startswith("ALTER TABLE") for s in sent), sent
+    assert versions(engine) == ["0002"]
+
+
+# --- concurrent first use ------------------------------------------------------------------------
+
+
+def test_two_workers_on_an_empty_database_leave_one_version_row(engine):
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def first_use() -> None:
+        own = make_engine(engine.url)  # a worker of its own: its own pool and connections
+        try:
+            barrier.wait()
+            Warehouse(own).create_all()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            own.dispose()
+
+    workers = [threading.Thread(target=first_use) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    assert versions(engine) == ["0001"]
+    assert differences(engine) == []
+
+
+def test_two_processes_upgrading_by_hand_at_once_leave_one_version_row(engine):
+    url = engine.url.render_as_string(hide_password=False)
+    command = [sys.executable, "-m", "findings_provider.warehouse", "upgrade", "--url", url]
+    processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=os.environ.copy()) for _ in range(2)]
+    outcomes = [(p.wait(timeout=120), *p.communicate()) for p in processes]
+    assert [(code, out.strip()) for code, out, _ in outcomes] == [(0, "warehouse at revision 0001")] * 2, outcomes
+    assert versions(engine) == ["0001"]
+
+
+# --- the command ------------------------------------------------------------------------------------
+
+
+def test_current_and_upgrade_commands(engine, capsys):
+    url = engine.url.render_as_string(hide_password=False)
+    assert main(["current", "--url", url]) == 0
+    assert capsys.readouterr().out == "warehouse at revision none (not versioned) (not head: upgrade to 0001)\n"
+    assert main(["upgrade", "--url", url]) == 0
+    assert capsys.readouterr().out == "warehouse at revision 0001\n"
+    assert main(["current", "--url", url]) == 0
+    assert capsys.readouterr().out == "warehouse at revision 0001 (head)\n"
+    assert differences(engine) == []
