@@ -32,6 +32,7 @@ from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.pipeline import extraction
 from findings_provider.warehouse import Warehouse, make_engine, store
 from findings_provider.warehouse.schema import findings, metadata, triage_actions
+from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import Engine
 
@@ -163,6 +164,8 @@ def fault_free_pull(emu: EmulatorProcess, url: str) -> dict[tuple[str, int], tup
         pull(emu, warehouse)
         rows = snapshot(engine)
         metadata.drop_all(engine)
+        with engine.begin() as conn:  # and the version, so that the next create_all starts from nothing
+            conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
     finally:
         engine.dispose()
     return rows

@@ -27,6 +27,7 @@ from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, finding_rows
 from findings_provider.warehouse.rows import Row
 from findings_provider.warehouse.schema import metadata
 from findings_provider.warehouse.timestamps import utc_now_text
+from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy.engine import Engine
 
 Upsert = Callable[[list[Row]], int]
@@ -169,6 +170,8 @@ def measure_postgres(url: str, total: int, page_size: int) -> None:
             ("postgresql execute_values(1000)", execute_values_upsert(engine, 1000)),
         ):
             metadata.drop_all(engine)
+            with engine.begin() as conn:  # and the version, so that create_all starts from nothing
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}")
             warehouse.create_all()
             run(f"{label} first load", total, page_size, upsert)
             run(f"{label} re-sync (unchanged)", total, page_size, upsert)
