@@ -1,0 +1,122 @@
+"""What the versioned warehouse costs: ``Warehouse.create_all`` on an empty database, on a current one (the fast
+path), and on a warehouse made before versioning that holds findings (brought to 0001, a column filled from raw).
+
+    python bench/warehouse_upgrade.py [--runs 5] [--fast-calls 200] [--findings 20000] [--pg-admin-url URL]
+
+SQLite in a temporary file; PostgreSQL in a scratch schema of ``--pg-admin-url`` (default
+``postgresql://postgres@127.0.0.1:5432/test``; skipped when unreachable). Prints one line per figure (medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+import orjson
+from findings_provider.warehouse import Warehouse, finding_rows, make_engine
+from findings_provider.warehouse.schema import metadata
+from findings_provider.warehouse.versioning import VERSION_TABLE
+from sqlalchemy import MetaData
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+
+
+def timed(work: Callable[[], object]) -> float:
+    """Seconds ``work()`` takes."""
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def empty(engine: Engine) -> None:
+    """Drop every table of the engine's schema."""
+    present = MetaData()
+    present.reflect(engine)
+    present.drop_all(engine)
+
+
+def unversioned(engine: Engine, findings: int) -> None:
+    """A warehouse made before versioning: the tables without ``findings.path`` and no version table."""
+    metadata.create_all(engine)
+    store = Warehouse(engine)
+    items = [msgspec.Raw(orjson.dumps({"id": i, "location": {"filePath": f"src/f{i}.py"}, "status": "open"}))
+             for i in range(1, findings + 1)]
+    for start in range(0, findings, 3000):
+        store.upsert_findings(finding_rows("sast", items[start:start + 3000]))
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}")
+
+
+def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int) -> None:
+    """Print the figures of one database."""
+    empty(engine)
+    print(f"{name}: first create_all in this process (imports Alembic's scripts): "
+          f"{timed(Warehouse(engine).create_all) * 1000:.1f} ms")
+    firsts = []
+    for _ in range(runs):
+        empty(engine)
+        firsts.append(timed(Warehouse(engine).create_all))
+    print(f"{name}: create_all on an empty database (upgrade to head): {statistics.median(firsts) * 1000:.1f} ms")
+    fast = [timed(Warehouse(engine).create_all) for _ in range(fast_calls)]
+    print(f"{name}: create_all on a current warehouse (fast path): {statistics.median(fast) * 1000:.2f} ms "
+          f"(median of {fast_calls}; max {max(fast) * 1000:.2f} ms)")
+    legacy = []
+    for _ in range(runs):
+        empty(engine)
+        unversioned(engine, findings)
+        legacy.append(timed(Warehouse(engine).create_all))
+    print(f"{name}: create_all on a pre-versioning warehouse of {findings} findings (path added and filled from "
+          f"raw, stamped): {statistics.median(legacy):.2f} s")
+    empty(engine)
+
+
+@contextmanager
+def postgres_schema(admin_url: str) -> Iterator[Engine | None]:
+    """An engine on a scratch schema, dropped afterwards; None when PostgreSQL is unreachable."""
+    admin = make_engine(admin_url)
+    schema = f"bench_upgrade_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    except OperationalError as error:
+        print(f"postgresql: skipped ({str(error.orig).strip()})")
+        admin.dispose()
+        yield None
+        return
+    engine = make_engine(f"{admin_url}{'&' if '?' in admin_url else '?'}options=-csearch_path%3D{schema}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+def main() -> None:
+    """Measure on SQLite, then on PostgreSQL when reachable."""
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--fast-calls", type=int, default=200)
+    parser.add_argument("--findings", type=int, default=20000)
+    parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = make_engine(f"sqlite:///{Path(tmp) / 'warehouse.db'}")
+        measure("sqlite", engine, args.runs, args.fast_calls, args.findings)
+        engine.dispose()
+    with postgres_schema(args.pg_admin_url) as pg:
+        if pg is not None:
+            measure("postgresql", pg, args.runs, args.fast_calls, args.findings)
+
+
+if __name__ == "__main__":
+    main()
