@@ -5,7 +5,8 @@ Revises: 0001
 Create Date: 2026-11-26
 
 Adds a nullable finding column filled from each stored finding's ``raw`` (with ``fill_finding_columns``) and a new
-table. Added to the shipped revisions through Alembic's ``version_locations`` by the tests.
+table. Added to the shipped revisions through Alembic's ``version_locations`` by the tests. When the first real
+revision after 0001 ships, give this one the next free number and make it follow the new head.
 """
 
 from __future__ import annotations
