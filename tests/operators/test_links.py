@@ -67,7 +67,7 @@ def test_every_link_class_is_declared_in_the_provider_info() -> None:
 
 
 def test_the_links_pages_show_what_that_run_wrote(warehouse: Warehouse) -> None:
-    from tests.dashboard.conftest import finding
+    from dashboard.conftest import finding
 
     warehouse.upsert_findings([finding(i) for i in range(1, 8)])
     ours = warehouse.record_triage_action(run_id="r1", dag_id="d", issue_type="sast", dry_run=False,
