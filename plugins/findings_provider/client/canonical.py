@@ -129,7 +129,7 @@ def forget_logged_unknowns() -> None:
 def as_int(value: object) -> int | None:
     """An integer id from an integer or a digit string (the real dialect's int64); anything else is None."""
     if value.__class__ is int:
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, str):
         digits = value.strip()
         if digits.isdigit() or (digits[:1] == "-" and digits[1:].isdigit()):
@@ -198,7 +198,7 @@ FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
 }
 
 # Any JSON value but an object: lets a field declared as an object arrive as something else without failing.
-_NotObject = str | int | float | bool | list | None
+_NotObject = str | int | float | bool | list[Any] | None
 
 
 def _struct_for(name: str, paths: list[Path]) -> type[msgspec.Struct]:
@@ -223,7 +223,7 @@ _Struct = msgspec.Struct
 
 def compile_reader(
     name: str, columns: tuple[str, ...], converters: dict[str, Callable[[Any], Any]]
-) -> tuple[type[msgspec.Struct], Callable[..., tuple]]:
+) -> tuple[type[msgspec.Struct], Callable[..., tuple[Any, ...]]]:
     """The partial struct holding the source keys of ``columns``, and ``name(prefix, finding, suffix) -> (prefix,
     *values of columns, suffix)`` reading such a struct, both from ``FINDING_FIELDS``.
 

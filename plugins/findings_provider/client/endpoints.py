@@ -8,8 +8,8 @@ Parsing and error mapping live here too, so the two clients share them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, overload
 from urllib.parse import quote
 
 import msgspec
@@ -33,16 +33,21 @@ API = "/api/v1"
 DEP_ID = API + "/deployments/{deployment_id}"
 DEP_SLUG = API + "/deployments/{deployment_slug}"
 
+#: An endpoint's response model.
+R = TypeVar("R", bound=pydantic.BaseModel)
+#: What a call's parser returns.
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
-class Endpoint:
-    """Static description of one API operation."""
+class Endpoint(Generic[R]):
+    """Static description of one API operation (generic in its response model)."""
 
     name: str
     method: str
     path: str
     scope: Literal["id", "slug", "none"]
-    response: type[pydantic.BaseModel]
+    response: type[R]
     #: Safe to send again when the outcome of an attempt is unknown (False only for ticket creation).
     idempotent: bool = True
     #: The deprecated policy API: 410 Gone means it was retired for this deployment.
@@ -52,66 +57,101 @@ class Endpoint:
     result_keys: tuple[str, ...] = ()
 
 
-ENDPOINTS: dict[str, Endpoint] = {
-    e.name: e
-    for e in (
-        Endpoint("deployments", "GET", API + "/deployments", "none", m.DeploymentsResponse),
-        Endpoint("dependencies", "POST", DEP_ID + "/dependencies", "id", m.DependenciesPage),
-        Endpoint(
-            "dependency_repositories", "POST", DEP_ID + "/dependencies/repositories", "id", m.RepositoriesPage
-        ),
-        Endpoint("scans_search", "POST", DEP_ID + "/scans/search", "id", m.ScansPage),
-        Endpoint("scan_get", "GET", DEP_ID + "/scan/{scan_id}", "id", m.ScanDetails),
-        Endpoint("policies_list", "GET", DEP_ID + "/policies", "id", m.PoliciesResponse, policy_api=True),
-        Endpoint(
-            "policy_rules", "GET", DEP_ID + "/policies/{policy_id}", "id", m.PolicyRulesPage, policy_api=True
-        ),
-        Endpoint(
-            "policy_update",
-            "PUT",
-            DEP_ID + "/policies/{policy_id}",
-            "id",
-            m.UpdatePolicyResponse,
-            policy_api=True,
-        ),
-        Endpoint(
-            "tickets",
-            "POST",
-            DEP_SLUG + "/tickets",
-            "slug",
-            m.TicketResult,
-            idempotent=False,
-            result_keys=("failed", "skipped", "succeeded"),
-        ),
-        Endpoint("findings", "GET", DEP_SLUG + "/findings", "slug", m.FindingsPage),
-        Endpoint("projects", "GET", DEP_SLUG + "/projects", "slug", m.ProjectsPage),
-        Endpoint(
-            "managed_scan",
-            "PATCH",
-            DEP_SLUG + "/projects/{project_name}/managed-scan",
-            "slug",
-            m.ProjectResponse,
-        ),
-        Endpoint("triage", "POST", DEP_SLUG + "/triage", "slug", m.TriageResult),
-        Endpoint("tags_add", "PUT", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse),
-        Endpoint(
-            "tags_remove", "DELETE", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse
-        ),
-        Endpoint("secrets", "GET", DEP_ID + "/secrets", "id", m.SecretsPage),
-    )
-}
+DEPLOYMENTS = Endpoint("deployments", "GET", API + "/deployments", "none", m.DeploymentsResponse)
+DEPENDENCIES = Endpoint("dependencies", "POST", DEP_ID + "/dependencies", "id", m.DependenciesPage)
+DEPENDENCY_REPOSITORIES = Endpoint(
+    "dependency_repositories", "POST", DEP_ID + "/dependencies/repositories", "id", m.RepositoriesPage
+)
+SCANS_SEARCH = Endpoint("scans_search", "POST", DEP_ID + "/scans/search", "id", m.ScansPage)
+SCAN_GET = Endpoint("scan_get", "GET", DEP_ID + "/scan/{scan_id}", "id", m.ScanDetails)
+POLICIES_LIST = Endpoint("policies_list", "GET", DEP_ID + "/policies", "id", m.PoliciesResponse, policy_api=True)
+POLICY_RULES = Endpoint(
+    "policy_rules", "GET", DEP_ID + "/policies/{policy_id}", "id", m.PolicyRulesPage, policy_api=True
+)
+POLICY_UPDATE = Endpoint(
+    "policy_update",
+    "PUT",
+    DEP_ID + "/policies/{policy_id}",
+    "id",
+    m.UpdatePolicyResponse,
+    policy_api=True,
+)
+TICKETS = Endpoint(
+    "tickets",
+    "POST",
+    DEP_SLUG + "/tickets",
+    "slug",
+    m.TicketResult,
+    idempotent=False,
+    result_keys=("failed", "skipped", "succeeded"),
+)
+FINDINGS = Endpoint("findings", "GET", DEP_SLUG + "/findings", "slug", m.FindingsPage)
+PROJECTS = Endpoint("projects", "GET", DEP_SLUG + "/projects", "slug", m.ProjectsPage)
+MANAGED_SCAN = Endpoint(
+    "managed_scan",
+    "PATCH",
+    DEP_SLUG + "/projects/{project_name}/managed-scan",
+    "slug",
+    m.ProjectResponse,
+)
+TRIAGE = Endpoint("triage", "POST", DEP_SLUG + "/triage", "slug", m.TriageResult)
+TAGS_ADD = Endpoint("tags_add", "PUT", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse)
+TAGS_REMOVE = Endpoint("tags_remove", "DELETE", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse)
+SECRETS = Endpoint("secrets", "GET", DEP_ID + "/secrets", "id", m.SecretsPage)
+
+#: Every operation by name: the ``Endpoint`` constants above (each typed with its response model, for the client).
+ENDPOINTS: dict[str, Endpoint[Any]] = {e.name: e for e in list(globals().values()) if isinstance(e, Endpoint)}
 
 
-@dataclass
-class Call:
-    """One prepared request: an endpoint, its path values, query parameters and JSON body."""
+class Call(Generic[T]):
+    """One prepared request: an endpoint, its path values, query parameters and JSON body.
 
-    endpoint: Endpoint
-    path_params: dict[str, str] = field(default_factory=dict)
-    params: list[tuple[str, Any]] | None = None
-    json: Any = None
-    #: Turns the 2xx body into the result; default: the endpoint's pydantic response model.
-    parser: Callable[[bytes], Any] | None = None
+    Generic in what its ``parse`` returns: the endpoint's response model, unless a ``parser`` is given.
+    """
+
+    __slots__ = ("endpoint", "json", "params", "parser", "path_params")
+
+    @overload
+    def __init__(
+        self: Call[R],
+        endpoint: Endpoint[R],
+        path_params: dict[str, str] | None = None,
+        params: list[tuple[str, Any]] | None = None,
+        json: Any = None,
+        parser: None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        endpoint: Endpoint[Any],
+        path_params: dict[str, str] | None = None,
+        params: list[tuple[str, Any]] | None = None,
+        json: Any = None,
+        *,
+        parser: Callable[[bytes], T],
+    ) -> None: ...
+
+    def __init__(
+        self,
+        endpoint: Endpoint[Any],
+        path_params: dict[str, str] | None = None,
+        params: list[tuple[str, Any]] | None = None,
+        json: Any = None,
+        parser: Callable[[bytes], T] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.path_params = path_params or {}
+        self.params = params
+        self.json = json
+        #: Turns the 2xx body into the result; default: the endpoint's pydantic response model.
+        self.parser = parser
+
+    def __repr__(self) -> str:
+        return (
+            f"Call(endpoint={self.endpoint.name!r}, path_params={self.path_params!r}, params={self.params!r}, "
+            f"json={self.json!r})"
+        )
 
     def path(self, deployment_id: str | None, deployment_slug: str | None) -> str:
         """The URL path with every segment percent-encoded (project names keep their slashes)."""
@@ -123,17 +163,19 @@ class Call:
             values[key] = quote(value, safe="/" if key == "project_name" else "")
         return self.endpoint.path.format(**values)
 
-    def parse(self, body: bytes) -> Any:
+    def parse(self, body: bytes) -> T:
         if self.parser is not None:
             return self.parser(body)
-        return parse_model(self.endpoint, body)
+        # without a parser, T is the endpoint's response model (the first ``__init__`` overload)
+        result: T = parse_model(self.endpoint, body)
+        return result
 
 
 #: What decoding a body can raise: not JSON, invalid UTF-8 in a string, or nesting deeper than the decoder allows.
 _UNDECODABLE = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
-def decode_json(endpoint: Endpoint, body: bytes) -> Any:
+def decode_json(endpoint: Endpoint[Any], body: bytes) -> Any:
     """Decode a 2xx JSON body or raise ``ResponseDecodeError`` with an excerpt."""
     try:
         return msgspec.json.decode(body)
@@ -146,7 +188,7 @@ def decode_json(endpoint: Endpoint, body: bytes) -> Any:
         ) from None
 
 
-def parse_model(endpoint: Endpoint, body: bytes) -> Any:
+def parse_model(endpoint: Endpoint[R], body: bytes) -> R:
     """Decode and validate a 2xx body into the endpoint's response model."""
     data = decode_json(endpoint, body)
     if endpoint.result_keys and not (isinstance(data, dict) and any(k in data for k in endpoint.result_keys)):
@@ -209,7 +251,7 @@ class RawFindingsPage(msgspec.Struct, forbid_unknown_fields=False):
 _RAW_DECODER = msgspec.json.Decoder(RawFindingsPage)
 
 
-def raw_findings_parser(endpoint: Endpoint) -> Callable[[bytes], RawFindingsPage]:
+def raw_findings_parser(endpoint: Endpoint[Any]) -> Callable[[bytes], RawFindingsPage]:
     """A parser that keeps each finding's original bytes (the extraction fast path)."""
 
     def parse(body: bytes) -> RawFindingsPage:
@@ -227,7 +269,7 @@ def raw_findings_parser(endpoint: Endpoint) -> Callable[[bytes], RawFindingsPage
 
 
 def error_for_status(
-    endpoint: Endpoint, status: int, body: bytes, retry_after: float | None
+    endpoint: Endpoint[Any], status: int, body: bytes, retry_after: float | None
 ) -> FindingsApiError:
     """Map a non-2xx response to the typed error that says what to do about it."""
     kw: dict[str, Any] = {"status_code": status, "endpoint": endpoint.name, "body_excerpt": excerpt(body)}
@@ -265,6 +307,6 @@ def error_for_status(
     return FindingsApiError("unexpected response status", **kw)
 
 
-def _is_deployment_level(endpoint: Endpoint) -> bool:
+def _is_deployment_level(endpoint: Endpoint[Any]) -> bool:
     """Paths whose only variable is the deployment: a 404 there can only be about the deployment or token."""
     return endpoint.path.count("{") == 1

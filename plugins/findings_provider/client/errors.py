@@ -6,6 +6,9 @@ operation it came from and a short excerpt of the response body (never a request
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 BODY_EXCERPT_CHARS = 300
 
 
@@ -46,7 +49,8 @@ class FindingsApiError(Exception):
             parts.append(f"(response: {self.body_excerpt})")
         return " ".join(parts)
 
-    def __reduce__(self):  # keep exceptions picklable with their keyword arguments and subclass attributes
+    def __reduce__(self) -> tuple[Callable[..., FindingsApiError], tuple[Any, ...], dict[str, Any]]:
+        # keep exceptions picklable with their keyword arguments and subclass attributes
         return (
             _rebuild,
             (type(self), self.message, self.status_code, self.endpoint, self.body_excerpt),
@@ -59,7 +63,9 @@ class FindingsApiError(Exception):
         return True
 
 
-def _rebuild(cls, message, status_code, endpoint, body_excerpt):
+def _rebuild(
+    cls: type[FindingsApiError], message: str, status_code: int | None, endpoint: str | None, body_excerpt: str
+) -> FindingsApiError:
     return cls(message, status_code=status_code, endpoint=endpoint, body_excerpt=body_excerpt)
 
 
@@ -75,7 +81,7 @@ class ValidationError(FindingsApiError, ValueError):
     retryable_by_task = False
 
     def __init__(
-        self, message: str, *, field: str | None = None, detail: str | None = None, **kwargs
+        self, message: str, *, field: str | None = None, detail: str | None = None, **kwargs: Any
     ) -> None:
         self.field = field
         #: The message without the name of the operation it was raised for.
@@ -108,7 +114,7 @@ class PolicyApiRetiredError(FindingsApiError):
 class RateLimitedError(FindingsApiError):
     """429 after the client's retries ran out."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
         self.retry_after = retry_after
         super().__init__(message, **kwargs)
 
@@ -127,7 +133,7 @@ class ResponseDecodeError(FindingsApiError):
     ``malformed`` is True when the body is not JSON at all (for example cut short in transit): a retry may help.
     """
 
-    def __init__(self, message: str, *, malformed: bool = False, **kwargs) -> None:
+    def __init__(self, message: str, *, malformed: bool = False, **kwargs: Any) -> None:
         self.malformed = malformed
         super().__init__(message, **kwargs)
 

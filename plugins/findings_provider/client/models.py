@@ -61,8 +61,9 @@ def text_of(value: Any) -> str | None:
         return value
     if isinstance(value, dict):
         for key in ("value", "text", "title", "string"):
-            if isinstance(value.get(key), str):
-                return value[key]
+            text = value.get(key)
+            if isinstance(text, str):
+                return text
         return next((v for v in value.values() if isinstance(v, str)), None)
     if isinstance(value, list):
         return " ".join(t for t in (text_of(v) for v in value) if t)

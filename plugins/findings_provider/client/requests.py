@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import pydantic
 from pydantic import (
@@ -71,7 +71,10 @@ ProjectName = Annotated[str, StringConstraints(min_length=1), AfterValidator(_pr
 UInt32 = Annotated[int, Field(ge=0, le=UINT32_MAX)]
 
 
-def validate(model: type[BaseModel], what: str, **values: Any) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], what: str, **values: Any) -> M:
     """Build ``model`` from ``values`` or raise ``ValidationError`` naming field, value and what is allowed."""
     try:
         return model(**values)

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import httpx
 
@@ -113,7 +114,7 @@ class BodyReader:
 
     __slots__ = ("_chunks", "_deadline", "_endpoint", "_max_bytes", "_size", "_total_timeout")
 
-    def __init__(self, endpoint: Endpoint, total_timeout: float, max_bytes: int) -> None:
+    def __init__(self, endpoint: Endpoint[Any], total_timeout: float, max_bytes: int) -> None:
         self._endpoint = endpoint
         self._total_timeout = total_timeout
         self._max_bytes = max_bytes
@@ -158,7 +159,7 @@ class BodyReader:
         )
 
 
-def should_retry(endpoint: Endpoint, outcome: Outcome) -> bool:
+def should_retry(endpoint: Endpoint[Any], outcome: Outcome) -> bool:
     """Whether this outcome may be retried for this endpoint."""
     if outcome.response is not None:
         status = outcome.response.status_code
@@ -182,7 +183,7 @@ def error_text(error: BaseException, limit: int = 200) -> str:
     return excerpt(text, limit)
 
 
-def final_transport_error(endpoint: Endpoint, error: Exception, attempts: int) -> Exception:
+def final_transport_error(endpoint: Endpoint[Any], error: Exception, attempts: int) -> Exception:
     """The error raised when a transport failure is not retried any more."""
     kind = type(error).__name__
     if not endpoint.idempotent and not isinstance(error, NOT_SENT_ERRORS):
@@ -191,7 +192,7 @@ def final_transport_error(endpoint: Endpoint, error: Exception, attempts: int) -
 
 
 def ambiguous_write_error(
-    endpoint: Endpoint, what: str, *, status_code: int | None = None, body: bytes = b""
+    endpoint: Endpoint[Any], what: str, *, status_code: int | None = None, body: bytes = b""
 ) -> AmbiguousWriteError:
     """A non-idempotent write whose outcome is unknown: the server may have acted before ``what`` happened."""
     return AmbiguousWriteError(

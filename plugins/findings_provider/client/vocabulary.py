@@ -15,7 +15,7 @@ class StrEnum(str, Enum):
     """A string enum whose ``str()`` is its value."""
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
 
 class IssueType(StrEnum):
@@ -154,7 +154,8 @@ class UnknownScanStatusError(ValueError):
         known = ", ".join(s.value for s in ScanStatus)
         super().__init__(f"unknown scan status {value!r}; known statuses: {known}")
 
-    def __reduce__(self):  # unpickle from the value, not from the formatted message
+    def __reduce__(self) -> tuple[type[UnknownScanStatusError], tuple[object]]:
+        # unpickle from the value, not from the formatted message
         return (type(self), (self.value,))
 
 
