@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, get_args
 
 import yaml
 from pydantic import (
@@ -292,7 +292,7 @@ class DependencyInventoryConfig(_Strict):
 #: What an alert is about (``findings_provider.alerts``); a channel takes every kind unless ``events`` says.
 AlertKind = Literal["scan_failed", "pipeline_failed", "approval_waiting", "new_critical", "sla_breach",
                     "deadline_missed"]
-ALERT_KINDS: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+ALERT_KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
 
 
 _Minutes = Annotated[float | None, Field(default=None, gt=0)]

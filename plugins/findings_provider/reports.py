@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from findings_provider.client.vocabulary import Severity
 from findings_provider.text import csv_cell, truncate
@@ -47,7 +47,7 @@ class Chart:
 
     title: str
     table: str
-    kind: str = "barh"
+    kind: Literal["bar", "barh", "line", "area"] = "barh"
     stacked: bool = False
     top: int = 20
 

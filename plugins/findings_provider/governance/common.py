@@ -58,7 +58,7 @@ def model_json(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-def read_frame(warehouse: Warehouse, stmt: Select) -> pd.DataFrame:
+def read_frame(warehouse: Warehouse, stmt: Select[Any]) -> pd.DataFrame:
     """Run a SELECT on the warehouse into a DataFrame (column names from the statement)."""
     import pandas as pd
 

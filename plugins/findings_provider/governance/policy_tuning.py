@@ -314,6 +314,7 @@ def apply_policy_changes(
     """
     counts = {"applied": 0, "already_applied": 0, "skipped": 0, "failed": 0}
     by_policy: dict[str, list[dict[str, Any]]] = {}
+    response: dict[str, Any]
     for p in proposals:
         by_policy.setdefault(str(p["policy_id"]), []).append(p)
     for policy_id, changes in sorted(by_policy.items()):

@@ -84,7 +84,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.policy_ids = policy_ids
         self.thresholds = thresholds
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
         self.dedupe_fingerprints = dedupe_fingerprints
         self.report_dir = report_dir
 
@@ -196,7 +196,7 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
         self.propose_task_id = propose_task_id
         self.proposals = proposals
         self.approval_task_id = approval_task_id
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
 
     def _approved(self, context: Any) -> bool:
         if self.approval_task_id is None:

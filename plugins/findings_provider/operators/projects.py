@@ -86,7 +86,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.plan_task_id = plan_task_id
         self.projects_file = projects_file
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
         self.page_size = page_size
 
     def _plan(self, context: Any) -> Any:

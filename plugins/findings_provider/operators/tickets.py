@@ -109,7 +109,7 @@ class CreateTicketsOperator(FindingsBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
         self.tracker_project_id = tracker_project_id
         self.max_tickets = max_tickets
         self.policies = policies

@@ -61,7 +61,7 @@ class PlanTriageOperator(FindingsBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
         self.approval_threshold = approval_threshold
         self.max_findings = max_findings
         self.policies = policies
@@ -157,7 +157,7 @@ class BulkTriageOperator(FindingsBaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.action_ids = action_ids
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
         self.policies = policies
         self.chunk_size = chunk_size
 

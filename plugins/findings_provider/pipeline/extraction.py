@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES, forget_logged_unknowns
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
@@ -41,6 +41,9 @@ from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN
 from findings_provider.warehouse.timestamps import utc_text
+
+if TYPE_CHECKING:
+    from findings_provider.client import FindingsClient, RawFindingsPage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,9 +157,11 @@ def _page_rows(issue_type: str) -> Callable[[Any], _Page]:
     return prepare
 
 
-def _pages(client: Any, issue_type: str, since: datetime | None, page_size: int) -> Iterable[Any]:
+def _pages(
+    client: FindingsClient, issue_type: str, since: datetime | None, page_size: int
+) -> Iterable[RawFindingsPage]:
     if issue_type in OFFSET_TYPES:
-        filters = {"since": since} if since is not None else {}
+        filters: dict[str, Any] = {"since": since} if since is not None else {}
         return client.iter_finding_pages(issue_type, page_size=page_size, raw=True, **filters)
     if issue_type == "secrets":
         # The list-secrets operation has no ``since``: every pull of secrets is complete (they are few).
@@ -189,7 +194,7 @@ def _fetched_ahead(pages: Iterable[Any], prepare: Callable[[Any], T]) -> Iterato
 
 
 def extract_findings(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     issue_type: str,
     *,
@@ -206,7 +211,7 @@ def extract_findings(
     the caller's job, once the pull succeeded.
     """
     full = since is None or issue_type == "secrets"
-    result = PullResult(issue_type=issue_type, full=full, since=None if full else since.isoformat())
+    result = PullResult(issue_type=issue_type, full=full, since=None if full or since is None else since.isoformat())
     progress = _Progress()
     latest = utc_text((now or datetime.now(timezone.utc)) + MAX_CLOCK_SKEW)
     assert latest is not None  # an aware datetime always has a canonical text
@@ -237,7 +242,7 @@ def extract_findings(
 
 
 def _pull(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     issue_type: str,
     since: datetime | None,
@@ -361,7 +366,7 @@ def pull_since(
 
 
 def run_extraction(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     issue_types: Iterable[str],
     *,

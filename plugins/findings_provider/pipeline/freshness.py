@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert
 
@@ -28,6 +28,9 @@ from findings_provider.pipeline import ledger
 from findings_provider.pipeline.selection import SelectedFinding
 from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, finding_rows
 from findings_provider.warehouse.schema import dropped_findings
+
+if TYPE_CHECKING:
+    from findings_provider.client import FindingsClient
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +94,13 @@ def _since(candidates: Iterable[SelectedFinding]) -> datetime | None:
     return None if oldest is None else oldest - timedelta(seconds=1)
 
 
-def _pages(client: Any, issue_type: str, filters: dict[str, Any]) -> Iterator[Any]:
+def _pages(client: FindingsClient, issue_type: str, filters: dict[str, Any]) -> Iterator[Any]:
     if issue_type == "secrets":
         return iter(client.iter_secret_pages(limit=SECRETS_PAGE_SIZE, raw=True))
     return iter(client.iter_finding_pages(issue_type, page_size=PAGE_SIZE, raw=True, **filters))
 
 
-def _pull(client: Any, warehouse: Warehouse, issue_type: str, filters: dict[str, Any], wanted: set[int],
+def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters: dict[str, Any], wanted: set[int],
           fresh: dict[int, tuple[Any, ...]], max_pages: int | None) -> tuple[int, bool]:
     """Page until every wanted id was seen, the list ends or ``max_pages``; store every row read; return the
     requests made and whether the list ended."""
@@ -137,7 +140,7 @@ def changes(before: SelectedFinding, row: Sequence[Any]) -> list[str]:
 
 
 def reread(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     *,
     kind: str,

@@ -12,14 +12,18 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from sqlalchemy import select
 
 from findings_provider.client import ScanStatus, UnknownScanStatusError
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import Warehouse, scan_rows
 from findings_provider.warehouse.schema import scans
+
+if TYPE_CHECKING:
+    from findings_provider.client import FindingsClient
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ WAITING = (ScanStatus.RUNNING.value, ScanStatus.PENDING.value)
 SEARCH_PAGE_SIZE = 500
 
 
-def _dump(scan: Any) -> dict[str, Any]:
+def _dump(scan: BaseModel) -> dict[str, Any]:
     return scan.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
@@ -53,7 +57,7 @@ def _stored_statuses(warehouse: Warehouse, ids: Sequence[str]) -> dict[str, str 
         return dict(conn.execute(select(scans.c.id, scans.c.status).where(scans.c.id.in_(list(ids)))).all())
 
 
-def _store(warehouse: Warehouse, page: list[Any], counts: Counter, buckets: dict[str, list[str]]) -> None:
+def _store(warehouse: Warehouse, page: list[Any], counts: Counter[str], buckets: dict[str, list[str]]) -> None:
     """Upsert one page of scans and classify it (newly completed: not completed in the warehouse before)."""
     before = _stored_statuses(warehouse, [str(s.id) for s in page])
     counts["written"] += warehouse.upsert_scans(scan_rows(_dump(s) for s in page))
@@ -96,7 +100,7 @@ def outstanding_running(warehouse: Warehouse, *, since: datetime) -> list[str]:
 
 
 def search_and_store(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     *,
     lookback_days: int = 30,
@@ -112,7 +116,7 @@ def search_and_store(
     since, reason = search_window(warehouse, lookback_days=lookback_days, overlap=overlap, now=now)
     log.info("searching scans since %s (%s)", since.isoformat(), reason)
     outstanding = outstanding_running(warehouse, since=now - timedelta(days=lookback_days))
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     buckets: dict[str, list[str]] = {"running": [], "completed": [], "failed": [], "unknown": []}
     page: list[Any] = []
     for scan in client.iter_scans(since=since, limit=SEARCH_PAGE_SIZE):
@@ -154,7 +158,7 @@ def _id_order(scan_id: str) -> tuple[int, str]:
     return (int(scan_id), "") if scan_id.isdigit() else (0, scan_id)
 
 
-def refresh_scans(client: Any, warehouse: Warehouse, scan_ids: Iterable[str]) -> dict[str, Any]:
+def refresh_scans(client: FindingsClient, warehouse: Warehouse, scan_ids: Iterable[str]) -> dict[str, Any]:
     """Re-read the given scans through scan search (the stored shape) and store their current status."""
     wanted = {str(s) for s in scan_ids}
     result: dict[str, Any] = {"refreshed": 0, "newly_completed": 0, "failed_ids": [], "still_running_ids": []}
@@ -210,7 +214,7 @@ class ScanAlert:
         return asdict(self)
 
 
-def scan_alerts(client: Any, warehouse: Warehouse, scan_ids: Iterable[str]) -> list[ScanAlert]:
+def scan_alerts(client: FindingsClient, warehouse: Warehouse, scan_ids: Iterable[str]) -> list[ScanAlert]:
     """Alert details of each scan: its details (repository, branch, commit, CI job URL) and stored status."""
     ids = sorted({str(s) for s in scan_ids}, key=_id_order)
     with warehouse.engine.connect() as conn:

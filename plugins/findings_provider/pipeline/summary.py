@@ -129,7 +129,8 @@ def latest_metrics(run_id: str | None, tables: Mapping[str, Any], now: datetime)
         if frame is None or len(frame) == 0:
             return []
         out = frame.reset_index(names=index) if index else frame
-        return orjson.loads(out.to_json(orient="records", date_format="iso"))
+        rows: list[dict[str, Any]] = orjson.loads(out.to_json(orient="records", date_format="iso"))
+        return rows
 
     return {
         "run_id": run_id,

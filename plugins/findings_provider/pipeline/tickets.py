@@ -24,7 +24,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import func, select
@@ -42,6 +42,9 @@ from findings_provider.pipeline.selection import SelectedFinding, latest_ticket_
 from findings_provider.text import md_escape
 from findings_provider.warehouse import FINDING_COLUMNS, TicketAction, Warehouse
 from findings_provider.warehouse.schema import findings, ticket_actions
+
+if TYPE_CHECKING:
+    from findings_provider.client import FindingsClient
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +91,8 @@ class TicketTally:
     ambiguous: int = 0
     recovered: int = 0
     planned: int = 0
-    skip_reasons: Counter = field(default_factory=Counter)
-    fail_reasons: Counter = field(default_factory=Counter)
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+    fail_reasons: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
@@ -233,7 +236,7 @@ def plan_tickets(
 
 
 def fresh_batches(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     plans: Sequence[TicketPlan],
     *,
@@ -328,8 +331,15 @@ def refused_before_processing(exc: BaseException) -> bool:
     return isinstance(exc, TransportError)
 
 
+def _sender(client: FindingsClient | None) -> FindingsClient:
+    """The client of a run that sends (only a dry run goes without one)."""
+    if client is None:
+        raise ValueError("only a dry run goes without an API client")
+    return client
+
+
 def create_tickets(
-    client: Any,
+    client: FindingsClient | None,
     warehouse: Warehouse,
     batches: Sequence[TicketBatch],
     *,
@@ -350,9 +360,10 @@ def create_tickets(
             )
             tally.planned += len(batch.ids)
             continue
+        sender = _sender(client)
         suspect = suspects[batch.issue_type] & set(batch.ids)
         if suspect:
-            batch = _without_unseen_tickets(client, warehouse, batch, suspect, tally, run_id)
+            batch = _without_unseen_tickets(sender, warehouse, batch, suspect, tally, run_id)
             if not batch.groups:
                 continue
         warehouse.set_state(IN_FLIGHT_KEY, {"issue_type": batch.issue_type, "ids": batch.ids, "run_id": run_id})
@@ -365,7 +376,7 @@ def create_tickets(
         )
         tally.requests += 1
         try:
-            result = client.create_tickets(request)
+            result = sender.create_tickets(request)
             actions, tickets = _result_actions(batch, result, tally, run_id)
         except Exception as exc:
             if refused_before_processing(exc):
@@ -373,7 +384,7 @@ def create_tickets(
                 raise
             log.warning("ticket request %d of %d: outcome unknown (%s: %s); re-reading its %d findings instead "
                         "of sending it again", number, len(batches), type(exc).__name__, exc, len(batch.ids))
-            unresolved = _resolve_or_hold(client, warehouse, batch.issue_type, batch.groups, tally, run_id,
+            unresolved = _resolve_or_hold(sender, warehouse, batch.issue_type, batch.groups, tally, run_id,
                                           f"{type(exc).__name__}: {exc}")
             warehouse.set_state(IN_FLIGHT_KEY, None)
             if unresolved is not None:
@@ -386,7 +397,7 @@ def create_tickets(
             log.warning("ticket request %d of %d: %d findings not reported by the service; re-reading them",
                         number, len(batches), len(silent))
             groups = [TicketGroup(g.repository, g.rule, [i for i in g.ids if i in silent]) for g in batch.groups]
-            unresolved = _resolve_or_hold(client, warehouse, batch.issue_type, [g for g in groups if g.ids], tally,
+            unresolved = _resolve_or_hold(sender, warehouse, batch.issue_type, [g for g in groups if g.ids], tally,
                                           run_id, "not reported by the service")
         warehouse.set_state(IN_FLIGHT_KEY, None)
         log.info("ticket request %d of %d: %d findings sent; %d tickets created, %d failed, %d skipped",
@@ -407,7 +418,7 @@ def _result_actions(
     actions: list[TicketAction] = []
     accounted: set[int] = set()
     tickets: list[tuple[list[int], dict[str, Any]]] = []
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for item in result.succeeded:
         ids = [int(i) for i in item.issue_ids]
         ticket = {"id": item.ticket_id, "url": item.ticket_url, "externalSlug": item.external_slug,
@@ -422,8 +433,8 @@ def _result_actions(
         counts["succeeded"] += len(ids)
         if item.ticket_id is not None:
             tickets.append((ids, ticket))
-    fail_reasons: Counter = Counter()
-    skip_reasons: Counter = Counter()
+    fail_reasons: Counter[str] = Counter()
+    skip_reasons: Counter[str] = Counter()
     for item in result.failed:
         ids = [int(i) for i in item.issue_ids if int(i) not in accounted]
         actions += [TicketAction(batch.issue_type, i, "failed", run_id=run_id, message=item.error) for i in ids]
@@ -452,7 +463,7 @@ def _record_result(warehouse: Warehouse, batch: TicketBatch, actions: list[Ticke
     warehouse.record_ticket_actions(actions)
 
 
-def _resolve_or_hold(client: Any, warehouse: Warehouse, issue_type: str, groups: Sequence[TicketGroup],
+def _resolve_or_hold(client: FindingsClient, warehouse: Warehouse, issue_type: str, groups: Sequence[TicketGroup],
                      tally: TicketTally, run_id: str | None, cause: str) -> Exception | None:
     """Resolve findings of a request with an unknown outcome by a re-read; when even that fails, record them
     ``ambiguous`` (reconciled by the next run) and return the error."""
@@ -471,7 +482,7 @@ def _resolve_or_hold(client: Any, warehouse: Warehouse, issue_type: str, groups:
 
 
 def run_tickets(
-    client: Any,
+    client: FindingsClient | None,
     warehouse: Warehouse,
     policies: Sequence[TicketPolicy],
     *,
@@ -490,8 +501,8 @@ def run_tickets(
     record = approval.get_plan(warehouse, approval.TICKETS, run_id)
     if not dry_run and (problem := approval.missing_approval(record)):
         raise approval.ApprovalError(f"not creating tickets: {problem}")
-    reconciled = None if dry_run else reconcile_ambiguous(client, warehouse, [str(p.issue_type) for p in policies],
-                                                          run_id)
+    reconciled = None if dry_run else reconcile_ambiguous(
+        _sender(client), warehouse, [str(p.issue_type) for p in policies], run_id)
     plans = plan_policies(warehouse, policies, group_issues=group_issues, max_tickets=max_tickets)
     # without a recorded plan (no approval step) a policy above its cap stops the run; with one, a run acts on at
     # most what was approved (or the cap), and what arrived since waits for the next run
@@ -504,8 +515,8 @@ def run_tickets(
     if dry_run:
         batches = plan_batches(plans, tickets_per_call)
     else:
-        batches, stats = fresh_batches(client, warehouse, plans, allowed=allowed, tickets_per_call=tickets_per_call,
-                                       group_issues=group_issues, run_id=run_id)
+        batches, stats = fresh_batches(_sender(client), warehouse, plans, allowed=allowed,
+                                       tickets_per_call=tickets_per_call, group_issues=group_issues, run_id=run_id)
     tally = create_tickets(client, warehouse, batches, dry_run=dry_run, tracker_project_id=tracker_project_id,
                            group_issues=group_issues, run_id=run_id)
     if tally.skipped:
@@ -526,7 +537,9 @@ def run_tickets(
     return out
 
 
-def reread_tickets(client: Any, issue_type: str, groups: Sequence[TicketGroup]) -> dict[int, dict[str, Any] | None]:
+def reread_tickets(
+    client: FindingsClient, issue_type: str, groups: Sequence[TicketGroup]
+) -> dict[int, dict[str, Any] | None]:
     """Re-read the findings of ``groups`` from the API: id -> its external ticket (None when it has none)."""
     wanted = {i for g in groups for i in g.ids}
     found: dict[int, dict[str, Any] | None] = {}
@@ -552,7 +565,7 @@ def reread_tickets(client: Any, issue_type: str, groups: Sequence[TicketGroup]) 
 
 
 def _resolve_lost(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     issue_type: str,
     groups: Sequence[TicketGroup],
@@ -619,7 +632,7 @@ def unseen_ticket_suspects(warehouse: Warehouse, issue_type: str) -> set[int]:
     return suspects
 
 
-def _without_unseen_tickets(client: Any, warehouse: Warehouse, batch: TicketBatch, suspect: set[int],
+def _without_unseen_tickets(client: FindingsClient, warehouse: Warehouse, batch: TicketBatch, suspect: set[int],
                             tally: TicketTally, run_id: str | None) -> TicketBatch:
     """Re-read the suspect findings of ``batch``; record those that have a ticket by now; the batch without them."""
     groups = [TicketGroup(g.repository, g.rule, [i for i in g.ids if i in suspect]) for g in batch.groups]
@@ -634,7 +647,7 @@ def _without_unseen_tickets(client: Any, warehouse: Warehouse, batch: TicketBatc
 
 
 def reconcile_ambiguous(
-    client: Any, warehouse: Warehouse, issue_types: Iterable[str], run_id: str | None
+    client: FindingsClient, warehouse: Warehouse, issue_types: Iterable[str], run_id: str | None
 ) -> TicketTally:
     """Resolve findings whose latest ticket request had an unknown outcome, by re-reading them from the API."""
     tally = TicketTally()

@@ -16,7 +16,7 @@ import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 
@@ -31,6 +31,9 @@ from findings_provider.pipeline.selection import SelectedFinding, sample_rows, s
 from findings_provider.text import md_escape, truncate
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import findings, triage_actions
+
+if TYPE_CHECKING:
+    from findings_provider.client import FindingsClient
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +194,7 @@ def close_open_plans(warehouse: Warehouse, run_id: str, reason: str) -> int:
 
 
 def execute_plan(
-    client: Any,
+    client: FindingsClient,
     warehouse: Warehouse,
     action_ids: Sequence[int],
     policies: Sequence[TriagePolicy] = (),
@@ -277,7 +280,7 @@ def twin_conflicts(warehouse: Warehouse, issue_type: str, ids: set[int], target:
                     findings.c.match_based_id.is_not(None))
             ).tuples().all())
         prints = sorted(set(fingerprint.values()))
-        twins = []
+        twins: list[Any] = []  # rows of the select below (their typing differs between SQLAlchemy 2.0 and 2.1)
         for start in range(0, len(prints), 500):
             twins += conn.execute(
                 select(findings.c.id, findings.c.match_based_id, findings.c.ref, findings.c.status,
@@ -313,7 +316,7 @@ def _narrow(warehouse: Warehouse, action_id: int, ids: list[int], request: Triag
                      .values(issue_ids=ids, request=request.body()))
 
 
-def _send(client: Any, warehouse: Warehouse, action_id: int, request: TriageRequest, policy: TriagePolicy,
+def _send(client: FindingsClient, warehouse: Warehouse, action_id: int, request: TriageRequest, policy: TriagePolicy,
           counts: dict[str, Any], run_id: str | None) -> None:
     try:
         result = client.bulk_triage(request)
@@ -338,10 +341,9 @@ def _send(client: Any, warehouse: Warehouse, action_id: int, request: TriageRequ
 
 def refresh_triaged(warehouse: Warehouse, request: TriageRequest, triaged_ids: Iterable[int]) -> int:
     """Apply a succeeded triage to the warehouse rows of every triaged id (columns and raw JSON)."""
-    state = request.new_triage_state
-    if state is None:  # a note-only request changes no state
+    if request.new_triage_state is None:  # a note-only request changes no state
         return 0
-    state = str(state)
+    state = str(request.new_triage_state)
     status = STATUS_AFTER_TRIAGE.get(state, state)
     reason = str(request.new_triage_reason) if request.new_triage_reason else None
     now = datetime.now(timezone.utc).isoformat()

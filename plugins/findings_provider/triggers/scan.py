@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from findings_provider.client import FindingsApiError, ScanStatus, UnknownScanStatusError
+from findings_provider.client import AsyncFindingsClient, FindingsApiError, ScanStatus, UnknownScanStatusError
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 
 #: Consecutive polls that may fail with an error a later poll could fix before the trigger gives up.
@@ -99,7 +99,7 @@ class ScanStatusTrigger(BaseTrigger):
         async with client:
             yield TriggerEvent(await self._wait(client))
 
-    async def _wait(self, client: Any) -> dict[str, Any]:
+    async def _wait(self, client: AsyncFindingsClient) -> dict[str, Any]:
         pending = list(self.scan_ids)
         statuses: dict[str, str] = {}
         failures = 0

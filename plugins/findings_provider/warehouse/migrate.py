@@ -37,12 +37,12 @@ BACKFILL_BATCH = 5000
 Derive = Callable[[str, Any], dict[str, Any]]
 
 
-def missing_columns(conn: Connection, target: MetaData = metadata) -> dict[str, list[Column]]:
+def missing_columns(conn: Connection, target: MetaData = metadata) -> dict[str, list[Column[Any]]]:
     """Columns of ``target`` (default :mod:`.schema`) that the existing tables lack, by table name (tables that do
     not exist yet are left to ``create_all``)."""
     inspector = inspect(conn)
     existing = set(inspector.get_table_names())
-    missing: dict[str, list[Column]] = {}
+    missing: dict[str, list[Column[Any]]] = {}
     for name, table in target.tables.items():
         if name not in existing:
             continue
@@ -71,10 +71,11 @@ def add_indexes(conn: Connection, missing: list[Index]) -> None:
     """Create each missing index (on a large warehouse this takes a while, once)."""
     for index in missing:
         index.create(conn)
-        log.warning("warehouse: created the index %s on %s (new in this version)", index.name, index.table.name)
+        table = index.table.name if index.table is not None else None
+        log.warning("warehouse: created the index %s on %s (new in this version)", index.name, table)
 
 
-def add_columns(conn: Connection, missing: dict[str, list[Column]]) -> None:
+def add_columns(conn: Connection, missing: dict[str, list[Column[Any]]]) -> None:
     """``ALTER TABLE ADD COLUMN`` each missing column, then fill new finding columns from ``raw``."""
     quote = conn.dialect.identifier_preparer.quote
     for name, columns in missing.items():

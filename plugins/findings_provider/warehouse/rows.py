@@ -169,7 +169,7 @@ class _Rule(_Lenient):
 
 
 # Any JSON value but an object: lets a field declared as an object arrive as something else without failing.
-_NotAnObject = str | int | float | bool | list | None
+_NotAnObject = str | int | float | bool | list[Any] | None
 
 
 class _Package(_Lenient):
@@ -261,7 +261,8 @@ def _issue_type(issue_type: str) -> str:
 _RowFinding, _finding_row = compile_reader(
     "_finding_row", FINDING_COLUMNS[1:-1], {"id": _int, "text": _text, "timestamp": utc_text}
 )
-_decode_finding = msgspec.json.Decoder(_RowFinding).decode
+# the struct's fields are the columns' source keys, built at import: attribute access is not checked statically
+_decode_finding: Callable[[bytes], Any] = msgspec.json.Decoder(_RowFinding).decode
 
 
 def _needs_check(row: Row) -> bool:

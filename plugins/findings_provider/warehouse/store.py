@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from sqlalchemy import Table, delete, func, select, union, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -297,7 +297,7 @@ class Warehouse:
                     return int(found)
             attempted = True
             with self.engine.begin() as conn:
-                return int(conn.execute(stmt).inserted_primary_key[0])
+                return _inserted_id(conn.execute(stmt))
 
         return self._reconnecting("recording a triage request", record)
 
@@ -357,7 +357,7 @@ class Warehouse:
             response=response,
         )
         with self.engine.begin() as conn:
-            return int(conn.execute(stmt).inserted_primary_key[0])
+            return _inserted_id(conn.execute(stmt))
 
     # --- reports ------------------------------------------------------------------------------------
 
@@ -365,9 +365,9 @@ class Warehouse:
         """Store a report's HTML under ``name`` (with ``self.run_id``); keep the newest ``REPORTS_KEPT`` of the
         name; return its id."""
         with self.engine.begin() as conn:
-            report_id = int(conn.execute(reports.insert().values(
+            report_id = _inserted_id(conn.execute(reports.insert().values(
                 name=name, title=title, run_id=self.run_id, html=html, created_at=utc_now_text())
-            ).inserted_primary_key[0])
+            ))
             oldest_dropped = conn.execute(select(reports.c.id).where(reports.c.name == name).order_by(
                 reports.c.id.desc()).offset(REPORTS_KEPT).limit(1)).scalar()
             if oldest_dropped is not None:
@@ -440,8 +440,15 @@ def _check(value: str, allowed: tuple[str, ...], what: str) -> None:
         raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
 
 
+def _inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key of the row an INSERT wrote (typed optional by SQLAlchemy: None only for other statements)."""
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
 def _conditions(equals: dict[str, Any]) -> list[ColumnElement[bool]]:
-    conditions = []
+    conditions: list[ColumnElement[bool]] = []
     for name, value in equals.items():
         if name not in findings.c:
             raise ValueError(f"findings has no column {name!r}")

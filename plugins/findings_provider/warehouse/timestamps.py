@@ -37,10 +37,10 @@ def utc_text(value: object) -> str | None:
     """
     if value.__class__ is str:
         try:
-            _fromisoformat(value)  # type: ignore[arg-type]
+            _fromisoformat(value)
         except ValueError:
             return None
-        text: str = value  # type: ignore[assignment]
+        text: str = value
         size = len(text)
         if text[-1] == "Z" and text[10:11] == "T" and text[19:20] == ".":
             if size == 27:
