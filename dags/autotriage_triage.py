@@ -72,11 +72,11 @@ with DAG(
     )
     check, approve = approval_steps(
         CONFIG, plan, approval_task_id="approve_triage", write_task_id="bulk_triage",
-        operator=TriageApprovalOperator, action_ids=plan.output["action_ids"],
+        operator=TriageApprovalOperator, action_ids=plan.output["action_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
     )
     triage = BulkTriageOperator(
         task_id="bulk_triage",
-        action_ids=plan.output["action_ids"],
+        action_ids=plan.output["action_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
         trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         **CONN,
     )

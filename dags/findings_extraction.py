@@ -77,7 +77,7 @@ with DAG(
     )
     publish = PublishAssetOperator(
         task_id="publish_findings",
-        changed=extract.output["written"],
+        changed=extract.output["written"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
         what="finding rows",
         asset=FINDINGS,
         pool="default_pool",

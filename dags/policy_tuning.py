@@ -74,7 +74,7 @@ with DAG(
     propose = ProposePolicyChangesOperator(
         task_id="propose_policy_changes",
         warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
-        policy_ids=list_rules.output["policy_ids"],
+        policy_ids=list_rules.output["policy_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
         dry_run="{{ params.dry_run }}",
     )
     needs_approval = ShortCircuitOperator(

@@ -71,10 +71,10 @@ with DAG(
         trigger_rule=TriggerRule.ALL_DONE,
         **CONN,
     )
-    alert = ScanFailureAlertOperator(task_id="alert_failed_scans", scan_ids=refresh.output["failed_ids"], **CONN)
+    alert = ScanFailureAlertOperator(task_id="alert_failed_scans", scan_ids=refresh.output["failed_ids"], **CONN)  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
     publish = PublishAssetOperator(
         task_id="publish_scans",
-        changed=refresh.output["newly_completed"],
+        changed=refresh.output["newly_completed"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
         what="completed scans",
         asset=SCANS,
         pool="default_pool",

@@ -78,7 +78,7 @@ with DAG(
     )
     publish = PublishAssetOperator(
         task_id="publish_tickets",
-        changed=create.output["tickets"],
+        changed=create.output["tickets"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
         what="tickets",
         asset=TICKETS,
         pool="default_pool",

@@ -185,8 +185,8 @@ class Gateway:
         if fault.kind == "drop":
             await _abort(send)
             return None
-        start, body = await self._capture(scope, receive)
-        return await self._answer_after_acting(fault, start, body, send)
+        start, answer = await self._capture(scope, receive)
+        return await self._answer_after_acting(fault, start, answer, send)
 
     async def _answer_after_acting(self, fault: Fault, start: Message, body: bytes, send: Send) -> int | None:
         """Misanswer a request the application has fully carried out (``start``, ``body``: its real answer)."""

@@ -6,6 +6,7 @@ A :class:`FindingFilters` is hashable, so a findings listing can be cached by it
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar, get_args
 
@@ -54,7 +55,7 @@ SELECTION_ONLY_FOR = {
 T = TypeVar("T")
 
 
-def as_tuple(values: list[T] | None) -> tuple[T, ...]:
+def as_tuple(values: Sequence[T] | None) -> tuple[T, ...]:
     """A filter's values as a (hashable) tuple; ``None`` and ``[]`` both mean "not filtered"."""
     return tuple(values) if values else ()
 

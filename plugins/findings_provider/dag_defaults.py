@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypedDict
 
 #: The findings DAGs, in pipeline order: scans watched, findings pulled, triaged, ticketed.
 FINDINGS_DAGS = ("scan_monitoring", "findings_extraction", "autotriage_triage", "ticket_creation")
@@ -94,7 +94,14 @@ def deadline_for(config: Any, dag_id: str) -> Any:
     )
 
 
-def conn_ids(config: Any) -> dict[str, str]:
+class ConnIds(TypedDict):
+    """The connection keyword arguments every operator of the pipeline takes."""
+
+    findings_conn_id: str
+    warehouse_conn_id: str
+
+
+def conn_ids(config: Any) -> ConnIds:
     """``findings_conn_id`` and ``warehouse_conn_id`` keyword arguments from the loaded pipeline.yaml."""
     return {
         "findings_conn_id": config.connections.api_conn_id,

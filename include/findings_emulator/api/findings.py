@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import Field
@@ -28,9 +28,10 @@ from ..state import Emulator
 from .deps import by_slug
 
 router = APIRouter()
-FINDINGS_RESPONSE = {200: {"description": "`sastFindings.findings` and `scaFindings.findings` (or a flat "
-                                          "`findings` list with --flat-findings or --dialect real)",
-                           "content": {"application/json": {}}}}
+FINDINGS_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "`sastFindings.findings` and `scaFindings.findings` (or a flat "
+                         "`findings` list with --flat-findings or --dialect real)",
+          "content": {"application/json": {}}}}
 
 
 def page_body(issue_type: str, items: list[bytes], flat: bool) -> bytes:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import orjson
 from fastapi import APIRouter, Depends, Query, Response
 from sqlalchemy import ColumnElement, and_, or_, select
@@ -15,13 +18,14 @@ from ..state import Emulator
 from .deps import by_id
 
 router = APIRouter()
-SECRETS_RESPONSE = {200: {"description": "`findings` (secrets findings) and `cursor` (empty on the last page)",
-                          "content": {"application/json": {}}}}
+SECRETS_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "`findings` (secrets findings) and `cursor` (empty on the last page)",
+          "content": {"application/json": {}}}}
 _STATUSES = {value: tuple(k for k, v in SECRET_STATUS.items() if v == value) for value in SECRET_STATUS.values()}
 _VALIDATION = {value: key for key, value in VALIDATION.items()}
 
 
-def _enum_values(name: str, values: list[str], prefix: str, mapping: dict[str, tuple[str, ...]]) -> list[str]:
+def _enum_values(name: str, values: list[str], prefix: str, mapping: Mapping[str, tuple[str, ...]]) -> list[str]:
     """Stored values for filter values given as ``PREFIX_VALUE`` (real) or the stored value itself."""
     stored: list[str] = []
     for value in values:
