@@ -56,8 +56,12 @@ compose-deps:
 	  echo "compose-deps: installed Debian's docker.io, docker-compose and debootstrap"; \
 	fi
 
+# ruff, then mypy ([tool.mypy] in pyproject.toml: strict on client, warehouse, pipeline, governance), twice: the
+# provider, emulator, DAGs, devtools and tests; then bench/, whose scripts import each other as top-level modules.
 lint: venv
 	$(BIN)/ruff check plugins include dags tests bench devtools
+	$(BIN)/python -m mypy
+	MYPYPATH=bench $(BIN)/python -m mypy bench
 
 test: venv browser-deps compose-deps lint
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)

@@ -95,13 +95,13 @@ def checkpoint(database_url: str) -> None:
         return
     import psycopg2
 
-    conn = psycopg2.connect(database_url.replace("postgresql+psycopg2://", "postgresql://"))
+    pg = psycopg2.connect(database_url.replace("postgresql+psycopg2://", "postgresql://"))
     try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
+        pg.autocommit = True
+        with pg.cursor() as cur:
             cur.execute("CHECKPOINT")
     finally:
-        conn.close()
+        pg.close()
 
 
 def reset_database(database_url: str) -> None:
@@ -198,7 +198,9 @@ def postgres_version(admin_url: str) -> str | None:
     try:
         with conn.cursor() as cur:
             cur.execute("SHOW server_version")
-            return str(cur.fetchone()[0])
+            row = cur.fetchone()
+            assert row is not None
+            return str(row[0])
     finally:
         conn.close()
 
@@ -207,7 +209,7 @@ def machine_facts(admin_url: str | None) -> dict[str, Any]:
     """CPU model, cores, RAM, OS, Python, library and database versions, date."""
     from importlib.metadata import PackageNotFoundError, version
 
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in ("apache-airflow", "httpx", "msgspec", "orjson", "SQLAlchemy", "psycopg2-binary", "fastapi",
                  "uvicorn"):
         try:

@@ -139,7 +139,9 @@ def main() -> None:
                 resync = timed_pass(write, base, args.findings, id_index)
             with conn.cursor() as cur:
                 cur.execute("SELECT count(*) FROM findings")
-                stored = cur.fetchone()[0]
+                row = cur.fetchone()
+                assert row is not None
+                stored = row[0]
         finally:
             conn.close()
         if stored != args.findings:

@@ -247,10 +247,10 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
                 if url is None:
                     continue
                 prof = runner.workdir / f"extract-{name}-{size}.{'txt' if profiler == 'pyinstrument' else 'prof'}"
-                run = runner.child("extract_product.py", *base, "--database-url", url, "--mode", "first",
-                                   "--profile", str(prof), "--profiler", profiler)
+                profiled = runner.child("extract_product.py", *base, "--database-url", url, "--mode", "first",
+                                        "--profile", str(prof), "--profiler", profiler)
                 result["profiles"][name] = profile_summary(prof, profiler)
-                result["profiles"][name]["findings_per_s_while_profiled"] = run["findings_per_s"]
+                result["profiles"][name]["findings_per_s_while_profiled"] = profiled["findings_per_s"]
                 log(f"N={size}: profiled the {name} first load with {profiler} ({prof})")
             for path in runner.workdir.glob(f"warehouse-{size}.db*"):
                 path.unlink()
@@ -599,7 +599,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
-        results = json.loads(Path(args.render).read_text())
+        results: dict[str, Any] = json.loads(Path(args.render).read_text())
         results["verdicts"] = verdicts(results)
         Path(args.render).write_text(json.dumps(results, indent=2, default=str) + "\n")
         write_markdown(results, Path(args.render).with_suffix(".md"))
@@ -614,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     runner = Runner(args, workdir)
     pg_url = None if args.skip_postgres else create_pg_database(args.pg_admin_url)
-    results: dict[str, Any] = {
+    results = {
         "command": " ".join(["python bench/run_all.py", *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine_facts(None if args.skip_postgres else args.pg_admin_url),
         "targets": TARGETS,

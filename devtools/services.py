@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NoReturn
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def services_required() -> bool:
     return os.environ.get("REQUIRE_SERVICES", "") not in ("", "0", "false", "False")
 
 
-def skip_or_fail(reason: str) -> None:
+def skip_or_fail(reason: str) -> NoReturn:
     """In a test: skip with a clear reason, or fail when services are required."""
     import pytest
 

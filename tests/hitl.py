@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Any
 
+from present import present
+
 
 class Approver(threading.Thread):
     """Answers ``task_id`` of ``dag_id`` with ``choice`` once it waits for input (Reject after ``timeout``)."""
@@ -61,7 +63,7 @@ class Approver(threading.Thread):
                     detail.params_input = {}
                     if awaiting is not None:
                         handle_event_submit(
-                            TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session
+                            TriggerEvent(detail.as_resume_event_payload()), task_instance=present(ti), session=session
                         )
                     return
             time.sleep(0.2)

@@ -3,6 +3,8 @@ CSV cells opened in a spreadsheet."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from findings_provider.text import MAX_CELL, csv_cell, md_escape, truncate
 from markdown_view import paragraph_text, table_rows
@@ -24,7 +26,7 @@ HOSTILE = [
 ]
 
 
-def cell(value: object, **kwargs: object) -> list[list[str]]:
+def cell(value: object, **kwargs: Any) -> list[list[str]]:
     """The body rows of a one-column table whose only cell holds ``md_escape(value)``."""
     return table_rows(f"| value |\n|---|\n| {md_escape(value, **kwargs)} |\n")
 

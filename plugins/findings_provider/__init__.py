@@ -5,6 +5,7 @@ Layers (each importable on its own): ``client`` (pure Python), ``warehouse`` (pu
 """
 
 from pathlib import Path
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -20,7 +21,7 @@ def _modules(package: str, *, besides: tuple[str, ...] = ()) -> list[str]:
             if not path.stem.startswith("_") and path.stem not in besides]
 
 
-CONN_FIELDS = {
+CONN_FIELDS: dict[str, dict[str, Any]] = {
     "deployment_slug": {
         "label": "Deployment slug",
         "description": "Slug of the deployment (organisation); used by findings, triage, tickets, projects.",

@@ -223,7 +223,7 @@ def assert_complete_and_exact(
     extra = sorted(set(keys) - wanted)
     assert not missing, f"{len(missing)} of {len(wanted)} findings missing from the warehouse, e.g. {missing[:10]}"
     assert not extra, f"{len(extra)} warehouse findings the emulator does not have, e.g. {extra[:10]}"
-    differences = []
+    differences: list[tuple[str, int, object]] = []
     for row in rows:
         finding = truth[(row["issue_type"], row["id"])]
         stored = {k: row[k] for k in expected_columns(finding)}

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from findings_emulator.testing import EmulatorProcess
+from present import present
 
 from chaos.harness import (
     TOKEN,
@@ -90,7 +91,7 @@ def killed_after_latency(emu: EmulatorProcess, step: str, cfg: dict[str, Any], f
     try:
         wait_until(lambda: injected(emu) > faults_before or process.poll() is not None, timeout=60,
                    what="the delayed request to reach the emulator")
-        assert process.poll() is None, "the step finished before the crash point: " + process.stdout.read()
+        assert process.poll() is None, "the step finished before the crash point: " + present(process.stdout).read()
         time.sleep(0.5)  # what came before the held request is written meanwhile (pages are fetched one ahead)
     finally:
         kill(process)
@@ -116,8 +117,9 @@ def assert_watermark_skipped_nothing(truth: dict[tuple[str, int], dict[str, Any]
         mark = warehouse_state(warehouse, f"findings_extraction.watermark.{issue_type}")
         if mark is None:
             continue
-        limit = _instant(mark)
-        covered = [k for k, f in truth.items() if k[0] == issue_type and _instant(f["relevant_since"]) <= limit]
+        limit = present(_instant(mark))
+        covered = [k for k, f in truth.items()
+                   if k[0] == issue_type and present(_instant(f["relevant_since"])) <= limit]
         missing = [k for k in covered if k not in stored]
         assert not missing, f"watermark {mark} of {issue_type} skipped {len(missing)} findings, e.g. {missing[:5]}"
 

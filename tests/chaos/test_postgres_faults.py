@@ -33,6 +33,7 @@ from findings_provider.pipeline import extraction
 from findings_provider.warehouse import Warehouse, make_engine, store
 from findings_provider.warehouse.schema import findings, metadata, triage_actions
 from findings_provider.warehouse.versioning import VERSION_TABLE
+from present import present
 from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import Engine
 
@@ -208,7 +209,7 @@ def terminate_other_sessions(url: str) -> Callable[[], None]:
             with admin.cursor() as cur:
                 cur.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                             "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-                assert cur.fetchone()[0] >= 1
+                assert present(cur.fetchone())[0] >= 1
         tally("postgres_session_terminated")
 
     return fault

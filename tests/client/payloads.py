@@ -105,7 +105,7 @@ def sca_finding(finding_id: int = 2001, **overrides: Any) -> dict[str, Any]:
     return body
 
 
-def scan(scan_id: str = "9001", **overrides: Any) -> dict[str, Any]:
+def scan(scan_id: str | int = "9001", **overrides: Any) -> dict[str, Any]:
     """A scan search item (2.5)."""
     body: dict[str, Any] = {
         "id": scan_id,

@@ -7,6 +7,7 @@ Each table is checked as a whole, so a failure lists every surprise that escaped
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
@@ -113,7 +114,7 @@ def test_every_surprise_after_sending_is_ambiguous_and_only_those(make_client) -
     wrong = {}
     for name, (answer, expected) in table().items():
         rec = Recorder(answer, repeat_last=True)
-        problem = misjudged(lambda rec=rec: create_tickets(make_client(rec)), rec, expected)
+        problem = misjudged(partial(lambda r: create_tickets(make_client(r)), rec), rec, expected)
         if problem:
             wrong[name] = problem
     assert not wrong, wrong
@@ -125,7 +126,7 @@ def test_every_surprise_after_sending_is_ambiguous_and_only_those_async(make_asy
         rec = Recorder(answer, repeat_last=True)
         client = make_async_client(rec)
         problem = misjudged(
-            lambda client=client: call_async(client, "create_tickets", issue_type="sast", issue_ids=[5]),
+            partial(call_async, client, "create_tickets", issue_type="sast", issue_ids=[5]),
             rec,
             expected,
         )

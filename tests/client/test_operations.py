@@ -32,6 +32,7 @@ from findings_provider.client.models import (
     UpdatePolicyResponse,
 )
 from findings_provider.client.vocabulary import ScanStatus
+from present import present
 
 from . import payloads as p
 from .conftest import TOKEN, Recorder, call_async
@@ -75,7 +76,7 @@ def check_deployments(result: Any) -> None:
     [dep] = result
     assert isinstance(dep, Deployment)
     assert (dep.id, dep.slug, dep.name) == ("42", "acme", "Acme Inc")
-    assert dep.model_extra["plan"] == "enterprise"
+    assert present(dep.model_extra)["plan"] == "enterprise"
 
 
 def check_dependencies(page: Any) -> None:
@@ -113,7 +114,8 @@ def check_scans(page: Any) -> None:
     assert first.is_full_scan is True
     assert first.total_time == 12.5
     assert first.enabled_products == ["PRODUCT_SAST", "PRODUCT_SCA"]
-    assert (first.findings_counts.code, first.findings_counts.supply_chain, first.findings_counts.total) == (
+    counts = present(first.findings_counts)
+    assert (counts.code, counts.supply_chain, counts.total) == (
         3,
         2,
         5,
@@ -131,8 +133,8 @@ def check_scan_details(details: Any) -> None:
     assert_utc(details.completed_at, T_SPACE)
     assert details.exit_code == 0
     assert details.has_logs is True
-    assert details.stats.findings == 4
-    assert details.stats.total_time == 33.3
+    assert present(details.stats).findings == 4
+    assert present(details.stats).total_time == 33.3
     assert details.meta.commit_title_text == "Fix the login form"
     assert details.meta.pull_request_id == 12
     assert details.meta.model_extra == {"event_kind": "push"}
@@ -154,7 +156,7 @@ def check_policies(result: Any) -> None:
 def check_policy_rules(page: Any) -> None:
     assert isinstance(page, PolicyRulesPage)
     assert page.cursor == "c2"
-    assert page.policy.id == "9"
+    assert present(page.policy).id == "9"
     [rule] = page.items
     assert isinstance(rule, Rule)
     assert rule.vulnerabilityClass == ["Code Injection", "Other"]
@@ -168,7 +170,7 @@ def check_policy_rules(page: Any) -> None:
 def check_update(result: Any) -> None:
     assert isinstance(result, UpdatePolicyResponse)
     assert result.policyId == "9"
-    rule = result.updatedRule
+    rule = present(result.updatedRule)
     assert rule.vulnerabilityClass == ["Code Injection"]  # a single string in the update response
     assert rule.policyMode == "MODE_BLOCK"
     assert rule.hasValidators is False
@@ -202,11 +204,12 @@ def check_sast_page(page: Any) -> None:
     assert f.severity == "critical"
     assert f.status == "open"
     assert f.triage_state == "untriaged"
-    assert f.repository.name == "org/repo"
-    assert (f.location.filePath, f.location.line, f.location.endColumn) == ("app/views.py", 10, 20)
+    assert present(f.repository).name == "org/repo"
+    location = present(f.location)
+    assert (location.filePath, location.line, location.endColumn) == ("app/views.py", 10, 20)
     assert f.ticket_id == 77
-    assert f.external_ticket.linkedIssueIds == [1001]
-    assert f.rule.cweNames == ["CWE-89: SQL Injection"]
+    assert present(f.external_ticket).linkedIssueIds == [1001]
+    assert present(f.rule).cweNames == ["CWE-89: SQL Injection"]
     assert f.autotriage_verdict == "true_positive"
     assert f.sourcing_policy == {"id": 9, "name": "Default", "slug": "default"}
     assert f.model_extra == {"brand_new_field": {"nested": [1, 2]}}
@@ -216,7 +219,7 @@ def check_sca_page(page: Any) -> None:
     assert isinstance(page, FindingsPage)
     [f] = page.items
     assert f.id == 2001
-    assert f.found_dependency["transitivity"] == "direct"
+    assert present(f.found_dependency)["transitivity"] == "direct"
     assert f.epss_score == {"percentile": 0.97, "score": 0.42}
     assert f.reachability == "reachable"
     assert f.is_malicious is False
@@ -229,8 +232,8 @@ def check_project(result: Any) -> None:
     assert isinstance(result, Project)
     assert result.name == "org/repo"
     assert result.id == 31
-    assert result.managed_scan_config.diff_scan.enabled is True
-    assert result.managed_scan_config.full_scan.enabled is False
+    assert present(present(result.managed_scan_config).diff_scan).enabled is True
+    assert present(present(result.managed_scan_config).full_scan).enabled is False
     assert_utc(result.created_at, T_SPACE)
     assert_utc(result.latest_scan_at, T_MICROS)
 
@@ -257,7 +260,7 @@ def check_secrets(page: Any) -> None:
     assert page.cursor == "s2"
     [f] = page.items
     assert f.id == 3001
-    assert f.model_extra["secret_type"] == "aws"
+    assert present(f.model_extra)["secret_type"] == "aws"
     assert_utc(f.created_at, T_SPACE)
 
 

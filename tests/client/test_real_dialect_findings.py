@@ -21,6 +21,7 @@ from findings_provider.pipeline.freshness import api_filters
 from findings_provider.pipeline.tickets import _ticket_in, ticket_of
 from findings_provider.warehouse import FINDING_COLUMNS, finding_rows
 from findings_provider.warehouse.timestamps import utc_text
+from present import present
 
 from .fixtures import dialects as d
 
@@ -103,7 +104,7 @@ def test_findings_envelopes_flat_and_per_type_including_ai():
 def test_secret_canonical_values():
     """Secrets: digit-string ids, ``createdAt`` as relevant_since, ``externalTicket``, proto enums, findingPath."""
     f = typed("secrets", d.secret_real())
-    assert (f.id, f.external_ticket_id, f.external_ticket.linkedIssueIds) == (691234, 12, [691234])
+    assert (f.id, f.external_ticket_id, present(f.external_ticket).linkedIssueIds) == (691234, 12, [691234])
     assert f.relevant_since == f.created_at == datetime(2024, 7, 11, 20, 46, 25, 269650, tzinfo=timezone.utc)
     assert (f.severity, f.confidence, f.status, f.validation_state) == ("high", "low", "open", "confirmed_valid")
     assert (f.autotriage_verdict, f.repository_name, f.path, f.ref) == (
@@ -159,9 +160,9 @@ def test_ticket_reread_finds_camel_case_external_ticket():
     """The ticket re-read: ``externalTicket`` (secrets) with a digit-string id, in raw JSON and typed."""
     raw = orjson.dumps(d.secret_real()).decode()
     assert _ticket_in(raw) == {"id": 12, "url": "https://t/SEC-12", "externalSlug": "SEC-12"}
-    assert ticket_of(typed("secrets", d.secret_real()))["id"] == 12
+    assert present(ticket_of(typed("secrets", d.secret_real())))["id"] == 12
     usage = orjson.dumps({"id": 1, "usage": {"externalTicket": {"id": "9", "externalSlug": "S-9"}}}).decode()
-    assert _ticket_in(usage)["id"] == 9
+    assert present(_ticket_in(usage))["id"] == 9
 
 
 def test_selector_accepts_either_spelling():

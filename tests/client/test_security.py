@@ -32,6 +32,7 @@ from findings_provider.client import (
     check_base_url,
     is_loopback,
 )
+from present import present
 
 from .conftest import TOKEN, Recorder, call_async, client_kwargs, fast_policy, raw
 
@@ -42,7 +43,7 @@ TOKEN_FRAGMENT = TOKEN[:5]  # "tok-S": not even the start of the token may survi
 def assert_no_token(exc: BaseException) -> None:
     """The token is in no part of the exception, its chain, its traceback or its pickle."""
     texts = [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
-    chained = exc
+    chained: BaseException | None = exc
     while chained is not None:
         texts.extend([str(chained), repr(chained), *(str(a) for a in chained.args)])
         if isinstance(chained, FindingsApiError):
@@ -129,9 +130,9 @@ def test_token_redacted_in_async_errors(make_async_client) -> None:
         call_async(make_async_client(rec), "list_findings")
     assert_no_token(info.value)
     rec = Recorder(raw(ECHO, 503))
-    with pytest.raises(AmbiguousWriteError) as info:
+    with pytest.raises(AmbiguousWriteError) as ambiguous:
         call_async(make_async_client(rec), "create_tickets", issue_type="sast", issue_ids=[1])
-    assert_no_token(info.value)
+    assert_no_token(ambiguous.value)
 
 
 def test_token_not_in_logs(make_client, caplog) -> None:
@@ -240,7 +241,9 @@ def test_requests_go_to_the_configured_http_loopback(make_client) -> None:
 
 
 def _ssl_context(client: FindingsClient) -> ssl.SSLContext:
-    return client._http._transport._pool._ssl_context
+    transport = client._http._transport
+    assert isinstance(transport, httpx.HTTPTransport)
+    return present(transport._pool._ssl_context)
 
 
 def test_verify_defaults_to_true() -> None:
@@ -367,9 +370,9 @@ def test_http_layer_messages_quoting_a_header_are_withheld(make_client) -> None:
     assert "X-Trace" not in str(info.value)
     assert "withheld" in str(info.value)
     rec = Recorder(httpx.RemoteProtocolError("illegal header line: bytearray(b'Set-Cookie: s=abc')"))
-    with pytest.raises(AmbiguousWriteError) as info:
+    with pytest.raises(AmbiguousWriteError) as ambiguous:
         tickets(make_client(rec))
-    assert "Set-Cookie" not in str(info.value)
+    assert "Set-Cookie" not in str(ambiguous.value)
 
 
 # --- the token is checked before use ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import logging
 import pickle
 import random
 from email.utils import formatdate
+from typing import Any
 
 import httpx
 import pytest
@@ -110,7 +111,7 @@ def test_5xx_retried_then_success(status: int, make_client, clock) -> None:
 @pytest.mark.parametrize(
     ("status", "error"), [(429, RateLimitedError), (503, ServerError), (502, ServerError), (500, ServerError)]
 )
-def test_attempts_bounded_then_typed_error(status: int, error: type, make_client, clock) -> None:
+def test_attempts_bounded_then_typed_error(status: int, error: type[FindingsApiError], make_client, clock) -> None:
     body = b'{"message": "backend unavailable", "trace": "' + b"x" * 1000 + b'"}'
     rec = Recorder(raw(body, status), repeat_last=True)
     with pytest.raises(error) as info:
@@ -443,7 +444,7 @@ def test_wrong_shape_async(make_async_client) -> None:
 
 
 def _exceptions() -> list[FindingsApiError]:
-    kw = {"status_code": 503, "endpoint": "findings", "body_excerpt": "busy"}
+    kw: dict[str, Any] = {"status_code": 503, "endpoint": "findings", "body_excerpt": "busy"}
     return [
         FindingsApiError("base", **kw),
         ConfigurationError("bad url"),

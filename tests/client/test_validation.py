@@ -25,7 +25,7 @@ from .conftest import Recorder, client_kwargs, raw
 
 UTC = timezone.utc
 
-EMPTY = {
+EMPTY: dict[str, dict[str, Any]] = {
     "findings": {"findings": []},
     "scans": {"scans": []},
     "rules": {"rules": []},

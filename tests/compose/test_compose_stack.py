@@ -79,13 +79,19 @@ class Timings:
         (ARTIFACTS / "timings.txt").write_text("\n".join(lines) + "\n")
 
 
+def _tail(output: bytes | str | None) -> str:
+    """The end of a timed-out command's output (``TimeoutExpired`` holds bytes, even with ``text=True``)."""
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+    return text[-3000:]
+
+
 def _run(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None, check: bool = True,
          what: str = "") -> subprocess.CompletedProcess[str]:
     try:
         result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{what or cmd[0]} did not finish within {timeout:.0f} s: {' '.join(cmd)}\n"
-                    f"{(exc.stdout or '')[-3000:]}{(exc.stderr or '')[-3000:]}", pytrace=False)
+                    f"{_tail(exc.stdout)}{_tail(exc.stderr)}", pytrace=False)
     if check and result.returncode != 0:
         pytest.fail(f"{what or cmd[0]} failed ({result.returncode}): {' '.join(cmd)}\n"
                     f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}", pytrace=False)

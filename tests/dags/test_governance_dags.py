@@ -28,6 +28,7 @@ from findings_provider.warehouse import Warehouse, finding_row_from_dict, make_e
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes
 from hitl import Approver
 from hitl import run_with_answer as answered
+from present import present
 from sqlalchemy import select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +126,7 @@ def test_governance_dags_load_on_their_schedules_in_the_api_pool(dagbag):
         assert dag_id in dagbag.dags
         dag = dagbag.dags[dag_id]
         assert "governance" in dag.tags
-        assert dag.timetable == CronTriggerTimetable(schedules[dag_id], timezone="UTC")
+        assert dag.timetable == CronTriggerTimetable(present(schedules[dag_id]), timezone="UTC")
         assert {task.pool for task in dag.tasks} == {API_POOL}, dag_id  # every task talks to the API
 
 
@@ -211,7 +212,7 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
     assert str(applied.state) == "success", states(applied)
     assert len(writes(emulator.requests())) == planned["actions"]
     for project in client.iter_projects():
-        want = spec.desired(project.name)
+        want = present(spec.desired(project.name))
         assert project.managed_scan_config.diff_scan.enabled is True
         if want.tags is not None:
             assert set(project.tags) >= set(want.tags)

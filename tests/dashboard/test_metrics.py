@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timezone
 
+import pandas as pd
 import pytest
 from findings_provider import metrics
 from findings_provider.pipeline.summary import ALERTS_CHECKED_KEY, programme_alerts
@@ -87,8 +88,9 @@ def test_activity_per_run_counts_triage_and_tickets(warehouse: Warehouse) -> Non
         TicketAction("sast", 3, "failed", run_id="r1"),
     ])
     table = metrics.activity_per_run(warehouse)
-    assert table.loc["r1", ["triaged", "triage_failed", "tickets_created", "ticket_findings_failed"]].tolist() == [
-        3, 0, 1, 1]
+    row = table.loc["r1", ["triaged", "triage_failed", "tickets_created", "ticket_findings_failed"]]
+    assert isinstance(row, pd.Series)
+    assert row.tolist() == [3, 0, 1, 1]
     assert "r2" not in table.index
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 import yaml
 from findings_provider.dag_defaults import PIPELINE_DAGS
+from present import present
 
 from devtools.airflow_api import TERMINAL_RUN_STATES, AirflowApi, RunWatch
 from devtools.environment import REPO
@@ -224,7 +225,7 @@ def run_pipeline(stack: Stack, dags: tuple[str, ...] = PIPELINE_DAGS, timeout: f
                                                         final_status="SCAN_STATUS_ERROR")
                 result.extra["scan_monitoring"] = runner.trigger("scan_monitoring", tag="failing_scan")
 
-            runner.when(lambda: first_scan_run.state in TERMINAL_RUN_STATES, failing_scan_run)
+            runner.when(lambda: present(first_scan_run).state in TERMINAL_RUN_STATES, failing_scan_run)
         extraction = trigger("findings_extraction")
         trigger("project_settings")
         trigger("dependency_inventory")

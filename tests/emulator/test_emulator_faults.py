@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import MutableMapping
 from typing import Any
 
 import httpx
@@ -222,8 +223,8 @@ def _call(gateway: Gateway, client: tuple[str, int]) -> list[dict[str, Any]]:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     scope = {"type": "http", "method": "GET", "path": "/_emulator/requests", "query_string": b"",
              "headers": [], "client": client}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -93,7 +94,7 @@ def test_every_search_filter_is_applied(api: httpx.Client, emulator: EmulatorPro
                                         every_scan: list[Scan]) -> None:
     sample = every_scan[len(every_scan) // 2]
     middle = sample["started_at"]
-    cases = [
+    cases: list[tuple[dict[str, Any], Callable[[Scan], bool]]] = [
         ({"statuses": ["SCAN_STATUS_ERROR", "SCAN_STATUS_RUNNING"]},
          lambda s: s["status"] in ("SCAN_STATUS_ERROR", "SCAN_STATUS_RUNNING")),
         ({"statuses": "SCAN_STATUS_COMPLETED"}, lambda s: s["status"] == "SCAN_STATUS_COMPLETED"),

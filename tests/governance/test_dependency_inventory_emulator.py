@@ -121,7 +121,7 @@ def test_report_has_licence_and_widespread_tables_and_charts(emulator, tmp_path:
     top_licence, top_count = licences.most_common(1)[0]
     csv_text = Path(result["report"]["csv"]["dependencies per licence"]).read_text().splitlines()
     assert csv_text[1].startswith(f"{top_licence},{top_count},")
-    repos_per_name = Counter()
+    repos_per_name: Counter[str] = Counter()
     for name in {d["name"] for d in deps}:
         repos_per_name[name] = len({d["repositoryId"] for d in deps if d["name"] == name})
     widespread_csv = next(v for k, v in result["report"]["csv"].items() if k.startswith("most widespread"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 from findings_provider.config import ModeRule, load_pipeline_config
 from findings_provider.governance import policy_tuning as pt
@@ -63,6 +64,7 @@ def test_statistics_count_verdicts_and_human_triage_per_rule(warehouse):
     assert sqli["human_triaged"] == 3
     assert sqli["human_false_positive_share"] == pytest.approx(2 / 3)
     xss = stats.loc["js.xss"]
+    assert isinstance(xss, pd.Series)  # one row per rule
     assert (xss["findings"], xss["true_positive_share"], xss["false_positive_share"]) == (2, 1.0, 0.0)
     assert math.isnan(xss["human_false_positive_share"])
 

@@ -9,6 +9,7 @@ from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_projects_file
 from findings_provider.governance.project_settings import ProjectAction, ProjectPlan, apply_project_plan
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
+from present import present
 from task_context import FakeTaskInstance, run_operator
 
 from .conftest import writes
@@ -81,7 +82,7 @@ def test_plan_dry_run_apply_then_an_empty_plan(emulator, client, projects_file, 
     assert len(writes(emulator.requests())) == first["actions"]  # only the difference is sent
     after = state(client)
     for name, (tags, diff, full) in after.items():
-        want = spec.desired(name)
+        want = present(spec.desired(name))
         old_tags = before[name][0]
         assert diff is True
         if want.full_scan is not None:

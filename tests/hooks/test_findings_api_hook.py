@@ -16,6 +16,7 @@ import pytest
 from findings_provider.client import AsyncFindingsClient, ConfigurationError, FindingsClient, RetryPolicy
 from findings_provider.hooks import findings_api
 from findings_provider.hooks.findings_api import FindingsApiHook
+from present import present
 
 TOKEN = "tok-SECRET-123"
 ENV = "AIRFLOW_CONN_FINDINGS_API_DEFAULT"
@@ -139,7 +140,9 @@ def test_defaults_and_https_host_without_scheme(monkeypatch: pytest.MonkeyPatch)
     assert client._http.timeout.read == 30.0
     assert client.retry_policy.max_retries == 4
     assert client._http_options["verify"] is True
-    assert client._http._transport._pool._ssl_context.verify_mode == ssl.CERT_REQUIRED
+    transport = client._http._transport
+    assert isinstance(transport, httpx.HTTPTransport)
+    assert present(transport._pool._ssl_context).verify_mode == ssl.CERT_REQUIRED
 
 
 def test_other_connection_id(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ from findings_provider.warehouse import TicketAction, Warehouse
 
 from .conftest import make_context
 
-LINKED = {
+LINKED: dict[type[FindingsBaseOperator], dict[str, tuple[str, dict[str, list[str]]]]] = {
     BulkTriageOperator: {"Findings triaged": ("findings", {"touched": ["triage"]})},
     CreateTicketsOperator: {"Findings ticketed": ("findings", {"touched": ["ticket"]}),
                             "Tickets created": ("activity", {})},

@@ -90,7 +90,7 @@ class FakeApi:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         path = request.url.path
-        body = json.loads(request.content) if request.content else None
+        body: Any = json.loads(request.content) if request.content else None
         if path.endswith("/findings"):
             return self._findings(request)
         if path.endswith("/secrets"):

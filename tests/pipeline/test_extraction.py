@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -163,7 +164,7 @@ def test_secrets_come_through_cursor_pages_into_the_same_table(api: FakeApi, war
 def test_garbage_is_collected_every_few_pages(api: FakeApi, warehouse, monkeypatch) -> None:
     api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 1001)]
     collections = []
-    monkeypatch.setattr(extraction.gc, "collect", lambda: collections.append(1))
+    monkeypatch.setattr(gc, "collect", lambda: collections.append(1))
     run(api, warehouse)  # 10 full pages + an empty one
     assert len(collections) == 11 // extraction.GC_EVERY_PAGES
 

@@ -14,6 +14,7 @@ from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import approval, extraction, tickets, triage
 from findings_provider.pipeline.approval import ApprovalError
 from findings_provider.warehouse.schema import dropped_findings, findings, triage_actions
+from present import present
 from sqlalchemy import select
 
 pytestmark = pytest.mark.integration
@@ -167,7 +168,7 @@ def test_tickets_leave_alone_what_a_person_did_and_a_closed_ticket_stays_closed(
     assert out["dropped"] == 2
     now = service(emulator_client, "sast")
     assert now[ignored_by_person].external_ticket is None
-    assert tickets.ticket_of(now[ticketed_by_person])["externalSlug"].startswith("PERSON-")
+    assert present(tickets.ticket_of(now[ticketed_by_person]))["externalSlug"].startswith("PERSON-")
 
     closed = code.selected[2].id
     fresh_emulator.person_acts(closed, ticket="remove")  # a person closes the ticket we created
@@ -209,10 +210,10 @@ def test_caps_stop_a_run_without_approval_and_a_param_only_lowers_them(fresh_emu
 
     # a run's parameter lowers a cap; a larger one does not raise it
     (plan,) = triage.plan_triage(warehouse, [TRIAGE_POLICY], max_findings=1)
-    assert plan.cap.value == 1
-    assert "lowered for this run from 5000" in plan.over_cap
+    assert present(plan.cap).value == 1
+    assert "lowered for this run from 5000" in present(plan.over_cap)
     (plan,) = triage.plan_triage(warehouse, [TRIAGE_POLICY], max_findings=10**6)
-    assert plan.cap.value == TRIAGE_POLICY.max_findings == 5000
+    assert present(plan.cap).value == TRIAGE_POLICY.max_findings == 5000
 
 
 def test_a_plan_needing_approval_is_not_sent_without_one(fresh_emulator, emulator_client, warehouse):
@@ -223,7 +224,7 @@ def test_a_plan_needing_approval_is_not_sent_without_one(fresh_emulator, emulato
     assert reasons
     ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="d", run_id="a1", reasons=reasons)
     record = approval.get_plan(warehouse, approval.TRIAGE, "a1")
-    assert "none is recorded" in approval.missing_approval(record)
+    assert "none is recorded" in present(approval.missing_approval(record))
     approval.record_decision(warehouse, approval.TRIAGE, "a1", approved=True, by="bob")
     assert approval.missing_approval(approval.get_plan(warehouse, approval.TRIAGE, "a1")) is None
     seq = last_seq(fresh_emulator)

@@ -11,9 +11,11 @@ from datetime import timedelta
 import httpx
 import pytest
 from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES
+from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import extraction, scans, tickets, triage
 from findings_provider.warehouse.schema import findings, ticket_actions, triage_actions
+from present import present
 from sqlalchemy import func, select
 
 pytestmark = pytest.mark.integration
@@ -81,7 +83,7 @@ def test_extraction_is_complete_idempotent_and_incremental(fresh_emulator, emula
 
 def test_full_refresh_reconciles_a_triage_made_elsewhere(fresh_emulator, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
-    mark = extraction.parse_timestamp(warehouse.get_state(extraction.watermark_key("sast")))
+    mark = present(parse_timestamp(warehouse.get_state(extraction.watermark_key("sast"))))
     older = [r for r in stored(warehouse, "sast").values()
              if r.status == "open" and r.relevant_since < mark - timedelta(hours=3)]
     target = older[0].id

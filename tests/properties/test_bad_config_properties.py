@@ -26,6 +26,7 @@ from findings_provider.config import (
 from findings_provider.dag_defaults import PIPELINE_DAGS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
@@ -95,7 +96,8 @@ def assert_names(error: ConfigError, path: tuple, tmp_path: Path) -> None:
     assert any(f"{last_key}:" in text or text.lstrip().startswith("-") for text in near), (line, near, message)
 
 
-DOCUMENTS = {"pipeline.yaml": (PIPELINE, PipelineConfig), "projects.yaml": (PROJECTS, ProjectsFile)}
+DOCUMENTS: dict[str, tuple[Any, type[BaseModel]]] = {
+    "pipeline.yaml": (PIPELINE, PipelineConfig), "projects.yaml": (PROJECTS, ProjectsFile)}
 
 
 @SETTINGS
@@ -200,6 +202,7 @@ def test_any_invalid_run_conf_is_refused_naming_the_param(scheduler_params: dict
     name = data.draw(st.sampled_from(names), label="param")
     value = data.draw(BAD_VALUES, label="value")
     schema = params.get_param(name).schema
+    message: str | None
     try:
         params.deep_merge({name: value}).validate()
     except ParamValidationError as exc:

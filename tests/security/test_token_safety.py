@@ -204,7 +204,7 @@ def test_the_scan_would_see_a_leak(tmp_path: Path) -> None:
     # a token that escaping and encoding change is found in each of its forms, whole or cut
     special = 'fp-"chaos"\\T0KEN/é+7c1e9b2a5d'
     pieces = token_pieces(special)
-    found_in = {
+    found_in: dict[str, str | bytes] = {
         "percent-encoded": f"GET /x?token={quote(special, safe='')}&page=2",
         "JSON-escaped": json.dumps({"headers": {"Authorization": f"Bearer {special}"}}),
         "JSON-escaped, UTF-8": json.dumps({"a": special}, ensure_ascii=False).encode(),

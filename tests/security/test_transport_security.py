@@ -59,9 +59,13 @@ LOOPBACK_HTTP = ["http://127.0.0.1:8900", "http://localhost:8900", "http://[::1]
 def test_plain_http_to_a_remote_host_is_refused_before_anything_is_sent(url: str) -> None:
     tally("transport.http_refusals")
     sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
     with pytest.raises(ConfigurationError) as caught:
-        FindingsClient(url, TOKEN, deployment_id="1", deployment_slug="acme",
-                       transport=httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200)))
+        FindingsClient(url, TOKEN, deployment_id="1", deployment_slug="acme", transport=httpx.MockTransport(answer))
     assert "allow_insecure_http" in str(caught.value)
     assert TOKEN not in str(caught.value)
     assert not sent

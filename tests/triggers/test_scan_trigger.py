@@ -71,8 +71,9 @@ async def events(t: ScanStatusTrigger) -> list[dict[str, Any]]:
 
 
 def test_serialize_round_trip_keeps_everything_but_the_token() -> None:
-    original = ScanStatusTrigger(scan_ids=["11", 12], deadline=1_900_000_000.5, findings_conn_id="my_conn",
-                                 deployment_id=1, poll_interval=15)
+    original = ScanStatusTrigger(scan_ids=["11", 12], deadline=1_900_000_000.5,  # type: ignore[list-item]
+                                 findings_conn_id="my_conn", deployment_id=1,  # type: ignore[arg-type]
+                                 poll_interval=15)  # ints where strings are declared: normalised, as a DAG may pass
     classpath, kwargs = original.serialize()
     assert classpath == "findings_provider.triggers.scan.ScanStatusTrigger"
     assert kwargs == {"scan_ids": ["11", "12"], "deadline": 1_900_000_000.5, "findings_conn_id": "my_conn",

@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def execute_values_upsert(engine: Engine, page_size: int) -> Upsert:
     def upsert(rows: list[Row]) -> int:
         unique = list({(row[0], row[1]): row for row in rows}.values())
         now = utc_now_text()
-        with engine.begin() as conn, conn.connection.cursor() as cursor:
+        with engine.begin() as conn, closing(conn.connection.cursor()) as cursor:
             values = [(*row, now) for row in unique]
             return len(psycopg2.extras.execute_values(cursor, sql, values, page_size=page_size, fetch=True))
 

@@ -4,6 +4,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
 from findings_provider.warehouse.schema import finding_events, finding_snapshots
@@ -70,7 +71,7 @@ def snapshot(engine: Engine, day: str) -> set[tuple]:
 
 
 def test_daily_snapshot_counts_and_is_replaced_by_the_days_last(warehouse: Warehouse):
-    repo = {"repository": {"name": "acme/web"}}
+    repo: dict[str, Any] = {"repository": {"name": "acme/web"}}
     warehouse.upsert_findings([finding(1, **repo), finding(2, **repo), finding(3, status="fixed", **repo),
                                finding(4, "sca", severity=None)])
     assert warehouse.take_snapshot(date(2026, 11, 24)) == 3

@@ -376,7 +376,7 @@ def test_ticket_actions_and_ticketed_ids(warehouse, engine):
 
 def test_ticket_actions_reject_unknown_outcomes_and_accept_none(warehouse, engine):
     with pytest.raises(ValueError, match="unknown ticket outcome 'done'"):
-        warehouse.record_ticket_actions([TicketAction("sast", 1, "planned"), TicketAction("sast", 2, "done")])
+        warehouse.record_ticket_actions([TicketAction("sast", 1, "planned"), TicketAction("sast", 2, "done")])  # type: ignore[arg-type]  # unknown on purpose
     assert stored(engine, ticket_actions, "id") == []
     assert warehouse.record_ticket_actions([]) == 0
 
