@@ -384,8 +384,9 @@ class _BaseClient:
 class _Operations(_BaseClient):
     """Every API operation, defined once. ``_call`` and ``_paginate`` come from the sync or async subclass.
 
-    The annotations are the sync client's; the async client's (``Awaitable[T]``, ``AsyncIterator[T]``) are
-    generated from them into ``_async_surface`` (``python devtools/client_surface.py``).
+    The annotations are the sync client's; the async client's (a coroutine of ``T`` for a call, an
+    ``AsyncIterator[T]`` for an iterator) are generated from them into ``_async_surface``
+    (``python devtools/client_surface.py``).
     """
 
     @overload
