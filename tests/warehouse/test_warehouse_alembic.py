@@ -9,6 +9,7 @@ import sys
 import threading
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import orjson
@@ -47,7 +48,7 @@ SCA = {"id": 18, "usage": {"location": {"path": "web/package.json", "start_line"
        "severity": "critical", "external_ticket_id": 99}
 AI_SAST = {"id": 19, "location": {"filePath": "src/ai.py"}, "status": "open", "severity": "medium",
            "triage_state": "untriaged", "triaged_at": "2024-06-01T08:00:00.123456Z"}
-ITEMS = {"secrets": SECRET, "sast": SAST, "sca": SCA, "ai_sast": AI_SAST}
+ITEMS: dict[str, dict[str, Any]] = {"secrets": SECRET, "sast": SAST, "sca": SCA, "ai_sast": AI_SAST}
 
 
 def _raw(item: dict) -> msgspec.Raw:
