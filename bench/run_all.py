@@ -9,6 +9,9 @@ serving rate (``bench_emulator.pull``), then for each run the naive baseline, th
 re-sync into SQLite (interleaved, so that every ratio compares runs made side by side), then the PostgreSQL
 ceiling (``pg_ceiling.py``) and the product into PostgreSQL, then (at the smallest N) the bulk actions, and a
 profiled run of the product. DAG parse times come first. See ``bench/README.md``.
+
+This module runs the measurements (and the command line); ``verdicts.py`` turns the results into verdicts
+against the targets, ``report.py`` writes ``results.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import shutil
 import signal
@@ -41,23 +43,10 @@ from common import (
     minimal_requests,
     run_child,
 )
+from report import write_markdown
+from verdicts import LARGE, TARGETS, verdicts
 
-#: Sizes above this get fewer runs (``--runs-large``), to keep `make bench` within about 25 minutes.
-LARGE = 200_000
 TOKEN = "bench-token"
-#: The issue's reference figure for the naive script (100-item pages, stdlib json, ORM add + commit per row).
-ISSUE_NAIVE_PER_S = 1_800
-TARGETS = {
-    "sqlite_findings_per_s": 35_000,
-    "sqlite_vs_naive": 15.0,
-    "postgres_vs_ceiling": 0.80,
-    "peak_rss_mb_large": 300.0,
-    "rss_flat_within": 0.20,
-    "dag_parse_s": 0.3,
-    "emulator_served_per_s": 20_000,
-    "real_dialect_cost": dialects.MAX_COST,
-    "dashboard_page_s": dashboard.MAX_PAGE_SECONDS,
-}
 
 
 def log(message: str) -> None:
@@ -290,276 +279,6 @@ def _short(filename: str) -> str:
         if marker in filename:
             return filename.split(marker, 1)[1]
     return filename
-
-
-# --- verdicts ---------------------------------------------------------------------------------------------------
-
-
-def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every target with the measured value and whether it is met."""
-    out: list[dict[str, Any]] = []
-
-    def add(target: str, measured: str, met: bool | None, note: str = "") -> None:
-        out.append({"target": target, "measured": measured, "met": met, "note": note})
-
-    sizes = results["sizes"]
-    for key, r in sizes.items():
-        n = f"N={int(key):,}"
-        first = r["sqlite"]["first_load"]
-        rate = first["findings_per_s_median"]
-        add(f"SQLite >= {TARGETS['sqlite_findings_per_s']:,} findings/s end to end ({n})", f"{rate:,.0f}/s",
-            rate >= TARGETS["sqlite_findings_per_s"])
-        if "naive_sqlite" in r:
-            naive = r["naive_sqlite"]["findings_per_s_median"]
-            ratio = rate / naive
-            cpu_ratio = (r["naive_sqlite"]["cpu_seconds_median"] / r["naive_sqlite"]["findings"]) / (
-                first["cpu_seconds_median"] / first["findings"])
-            add(f"SQLite >= {TARGETS['sqlite_vs_naive']:.0f}x the naive baseline ({n})",
-                f"{ratio:.1f}x ({rate:,.0f} vs {naive:,.0f}/s)", ratio >= TARGETS["sqlite_vs_naive"],
-                f"the naive script runs with the product's SQLite settings (WAL, synchronous=NORMAL) and reaches "
-                f"{naive:,.0f}/s, {naive / ISSUE_NAIVE_PER_S:.1f}x the issue's reference naive figure "
-                f"({ISSUE_NAIVE_PER_S:,}/s); against that figure the product's {rate:,.0f}/s is "
-                f"{rate / ISSUE_NAIVE_PER_S:.0f}x. Per finding the naive script uses {cpu_ratio:.1f}x the product's "
-                "CPU time: 15x in wall-clock time would need the extraction to keep more than one core busy "
-                "through most of the pull (today only the fetch thread's work overlaps the database's). With "
-                "SQLite's defaults (rollback journal, synchronous=FULL: an fsync per commit) the same script "
-                "measured 337/s at N=100,000 on this machine (`naive_baseline.py --sqlite-defaults`; not run by "
-                "default: 5 minutes per 100,000)")
-        if "postgres" in r:
-            ceiling = r["postgres_ceiling"]["best_first_load_per_s"]
-            pg = r["postgres"]["first_load"]["findings_per_s_median"]
-            add(f"PostgreSQL first load >= {TARGETS['postgres_vs_ceiling']:.0%} of the ceiling ({n})",
-                f"{pg / ceiling:.0%} ({pg:,.0f} vs {ceiling:,.0f}/s, {r['postgres_ceiling']['best_first_load']})",
-                pg / ceiling >= TARGETS["postgres_vs_ceiling"])
-            pg_re = r["postgres"]["resync"]["findings_per_s_median"]
-            ceiling_re = r["postgres_ceiling"]["best_resync_per_s"]
-            if ceiling_re:
-                add(f"PostgreSQL re-sync >= {TARGETS['postgres_vs_ceiling']:.0%} of the re-sync ceiling ({n})",
-                    f"{pg_re / ceiling_re:.0%} ({pg_re:,.0f} vs {ceiling_re:,.0f}/s, "
-                    f"{r['postgres_ceiling']['best_resync']})", pg_re / ceiling_re >= TARGETS["postgres_vs_ceiling"],
-                    "not a stated target: the ceiling of the re-sync, for information")
-        for backend in ("sqlite", "postgres"):
-            if backend not in r:
-                continue
-            req = r[backend]["first_load"]["requests"]["findings_by_issue_type"]
-            worst = all(req.get(t, 0) <= r["requests_target"][t] for t in ISSUE_TYPES)
-            shown = ", ".join(f"{t} {req.get(t, 0)} (target {r['requests_target'][t]}, minimum "
-                              f"{r['requests_minimal'][t]})" for t in ISSUE_TYPES)
-            add(f"requests <= ceil(N/3000)+1 per issue type ({backend}, {n})", shown, worst)
-            re_rate = r[backend]["resync"]["findings_per_s_median"]
-            first_rate = r[backend]["first_load"]["findings_per_s_median"]
-            add(f"re-sync at least as fast as the first load ({backend}, {n})",
-                f"{re_rate:,.0f} vs {first_rate:,.0f}/s ({re_rate / first_rate:.2f}x)", re_rate >= first_rate)
-        serving = r["serving"]["served_per_s_median"]
-        add(f"emulator serves >= {TARGETS['emulator_served_per_s']:,} findings/s on 3000-item pages ({n})",
-            f"{serving:,.0f}/s", serving >= TARGETS["emulator_served_per_s"])
-        if "bulk" in r:
-            tri, tic = r["bulk"]["triage"], r["bulk"]["tickets"]
-            add(f"triage of {tri['selected']:,} findings in ceil(N/3000) requests ({n})",
-                f"{tri['requests']} requests (expected {tri['expected_requests']}), {tri['seconds']:.2f} s",
-                tri["requests"] == tri["expected_requests"])
-            add(f"tickets for {tic['groups']} groups in ceil(groups/20) requests ({n})",
-                f"{tic['requests']} requests (expected {tic['expected_requests']}), {tic['seconds']:.2f} s",
-                tic["requests"] == tic["expected_requests"])
-            for what, b in (("triage", tri), ("tickets", tic)):
-                add(f"fresh re-read before {what} in <= ceil(candidates/3000)+1 requests ({n})",
-                    f"{b['reread_requests']} requests (budget {b['reread_budget']})",
-                    b["reread_requests"] <= b["reread_budget"])
-    keys = sorted(sizes, key=int)
-    if len(keys) >= 2:
-        small, large = sizes[keys[0]], sizes[keys[-1]]
-        for backend in ("sqlite", "postgres"):
-            if backend not in small or backend not in large:
-                continue
-            rss_large = large[backend]["first_load"]["peak_rss_mb_max"]
-            rss_small = small[backend]["first_load"]["peak_rss_mb_max"]
-            label = f"N={int(keys[-1]):,}"
-            if int(keys[-1]) >= 1_000_000:
-                add(f"peak RSS < {TARGETS['peak_rss_mb_large']:.0f} MB ({backend}, {label})",
-                    f"{rss_large:.0f} MB", rss_large < TARGETS["peak_rss_mb_large"])
-            diff = abs(rss_large - rss_small) / rss_large
-            add(f"peak RSS flat in N: N={int(keys[0]):,} within 20% of {label} ({backend})",
-                f"{rss_small:.0f} vs {rss_large:.0f} MB ({diff:.0%} apart)", diff <= TARGETS["rss_flat_within"])
-    if "dialects" in results:
-        d = results["dialects"]
-        cost = max(m["throughput_cost"] for m in d["modes"].values())
-        add(f"the real dialect costs <= {dialects.MAX_COST:.0%} of extraction throughput "
-            f"(N={d['findings']:,})", f"{cost:+.1%} at worst (first load and re-sync)", d["met"],
-            "; ".join(d["problems"]))
-    if "dashboard" in results:
-        d = results["dashboard"]
-        slowest = max(d["pages"], key=lambda page: d["pages"][page]["median_s"])
-        add(f"every dashboard page < {dashboard.MAX_PAGE_SECONDS} s (N={d['findings']:,})",
-            f"slowest {slowest}: {d['worst_median_s']:.3f} s (median)", d["met"] if d["findings"] >= 1_000_000
-            else None, "" if d["findings"] >= 1_000_000 else "the target is stated at N = 1,000,000")
-    for name, parse in results.get("dag_parse", {}).items():
-        add(f"DAG file {name} parses in < {TARGETS['dag_parse_s']} s", f"{parse['parse_s_median']:.3f} s",
-            parse["parse_s_median"] < TARGETS["dag_parse_s"] and not parse["import_errors"])
-    return out
-
-
-# --- report -----------------------------------------------------------------------------------------------------
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.0f}"
-
-
-def write_markdown(results: dict[str, Any], path: Path) -> None:
-    m = results["machine"]
-    lines = [
-        "# Benchmark results",
-        "",
-        f"Generated by `{results['command']}` on {m['date']} (total {results['elapsed_s'] / 60:.1f} min).",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {m['cpu_model']}, {m['cpu_cores']} cores; RAM {m['ram_gb']} GB; {m['os']}",
-        f"- Python {m['python']}, SQLite {m['sqlite']}, PostgreSQL {m['postgresql'] or 'not used'}",
-        f"- Packages: {', '.join(f'{k} {v}' for k, v in m['packages'].items() if v)}",
-        f"- Load average (1/5/15 min) at start {_load(m['load_average_at_start'])}, at end "
-        f"{_load(results.get('load_average_at_end'))}: the machine is shared, figures vary by about ±25% between "
-        "invocations; every ratio below compares runs made side by side in this invocation.",
-        "",
-        "## Targets",
-        "",
-        "| target | measured | met |",
-        "|---|---|---|",
-    ]
-    for v in results["verdicts"]:
-        met = {True: "yes", False: "**no**", None: "n/a"}[v["met"]]
-        lines.append(f"| {v['target']} | {v['measured']} | {met} |")
-    notes = [v for v in results["verdicts"] if v["note"]]
-    if notes:
-        lines += ["", "Notes:", ""]
-        lines += [f"- {v['target']}{'' if v['met'] else ' (not met)'}: {v['note']}." for v in notes]
-    lines += ["", "## Extraction", "",
-              "Findings pulled from the emulator over loopback (3000-item pages) through `ExtractFindingsOperator` "
-              "(the product's operator code path: hooks from `AIRFLOW_CONN_*`, real `FindingsClient` and "
-              "`Warehouse`, `pipeline.extraction.run_extraction` with `full_refresh`), one child process per run. "
-              "N is the total of both issue types (the emulator generates 70% `sast`, 30% `sca`). First load: "
-              "empty warehouse; re-sync: the same pull again into the loaded warehouse (unchanged rows). Naive: "
-              "`bench/naive_baseline.py` (100-item pages, stdlib `json`, ORM add + commit per row, same SQLite "
-              "settings). Peak RSS is the child's `ru_maxrss` (it includes about "
-              f"{_rss_import(results):.0f} MB of imports: Airflow, SQLAlchemy, httpx).",
-              "",
-              "| N | what | runs | findings/s (median) | s (median) | CPU s (median) | runs (findings/s) "
-              "| requests sast / sca | peak RSS MB | load avg (max) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for key in sorted(results["sizes"], key=int):
-        r = results["sizes"][key]
-        rows = [("SQLite first load", r["sqlite"]["first_load"]), ("SQLite re-sync", r["sqlite"]["resync"])]
-        if "naive_sqlite" in r:
-            rows.append(("naive baseline (SQLite)", r["naive_sqlite"]))
-        if "postgres" in r:
-            rows += [("PostgreSQL first load", r["postgres"]["first_load"]),
-                     ("PostgreSQL re-sync", r["postgres"]["resync"])]
-        for label, s in rows:
-            req = s["requests"]["findings_by_issue_type"]
-            cpu = s["cpu_seconds_median"]
-            lines.append(
-                f"| {int(key):,} | {label} | {s['runs']} | {_rate(s['findings_per_s_median'])} | "
-                f"{s['seconds_median']:.1f} | {'-' if math.isnan(cpu) else f'{cpu:.1f}'} | "
-                f"{', '.join(_rate(x) for x in s['findings_per_s_runs'])} | "
-                f"{req.get('sast', 0)} / {req.get('sca', 0)} | {s['peak_rss_mb_max']:.0f} | "
-                f"{s['load_average_max']:.1f} |")
-    lines += ["", "Per issue type:", ""]
-    for key in sorted(results["sizes"], key=int):
-        r = results["sizes"][key]
-        per = r["emulator"]["findings_by_issue_type"]
-        lines.append(
-            f"- N={int(key):,}: " + "; ".join(
-                f"{t} {per[t]:,} findings, target ceil({per[t]:,}/3000)+1 = {r['requests_target'][t]} requests "
-                f"(a pull needs at least {r['requests_minimal'][t]}: the full pages and one short or empty page)"
-                for t in ISSUE_TYPES))
-    runs_note = {k: v["runs"] for k, v in results["sizes"].items()}
-    lines += ["", f"Runs per figure: {runs_note}. Sizes above {LARGE:,} use fewer runs (`--runs-large`, "
-              "`--pg-runs-large`; the naive baseline once) to keep `make bench` within about 25 minutes; a "
-              "figure from one run is that run, not a median.", ""]
-    lines += ["## PostgreSQL ceiling", "",
-              "`bench/pg_ceiling.py`: the same rows, decoded by the product's `finding_rows` before timing, written "
-              "in 3000-row transactions into the product's table, by batched `execute_values` and by `COPY` into a "
-              "temporary staging table + one `INSERT ... ON CONFLICT`; no HTTP, no decoding.", "",
-              "| N | method | first load /s | re-sync /s |", "|---|---|---|---|"]
-    for key in sorted(results["sizes"], key=int):
-        c = results["sizes"][key].get("postgres_ceiling")
-        if not c:
-            continue
-        for method, v in c["methods"].items():
-            lines.append(f"| {int(key):,} | {method} | {_rate(v['first_load_per_s'])} | "
-                         f"{_rate(v.get('resync_per_s'))} |")
-        pg = results["sizes"][key]["postgres"]
-        lines.append(f"| {int(key):,} | **product end to end** | {_rate(pg['first_load']['findings_per_s_median'])} "
-                     f"| {_rate(pg['resync']['findings_per_s_median'])} |")
-    lines += ["", "## Bulk actions", ""]
-    for key in sorted(results["sizes"], key=int):
-        b = results["sizes"][key].get("bulk")
-        if not b:
-            continue
-        t, k = b["triage"], b["tickets"]
-        lines += [
-            f"Against the N={int(key):,} emulator, warehouse loaded by the product first (untimed):", "",
-            "| action | size | requests (expected) | seconds | rate |", "|---|---|---|---|---|",
-            f"| triage (`pipeline.triage`: plan, record, execute, refresh) | {t['selected']:,} findings "
-            f"(of {t['eligible']:,} eligible) | {t['requests']} ({t['expected_requests']}) | {t['seconds']:.2f} | "
-            f"{_rate(t['findings_per_s'])} findings/s |",
-            f"| tickets (`pipeline.tickets`: plan, re-read, create, record) | {k['groups']} groups, "
-            f"{k['findings']:,} findings | {k['requests']} ({k['expected_requests']}) | {k['seconds']:.2f} | "
-            f"{k['groups_per_s']:.0f} groups/s |", "",
-            "Fresh re-read right before the write (`pipeline.freshness`: findings requests, budget "
-            "ceil(candidates/3000) + 1 per policy):", "",
-            "| write | candidates | re-read requests (budget) | dropped |", "|---|---|---|---|",
-            f"| triage | {t['selected']:,} | {t['reread_requests']} ({t['reread_budget']}) | {t['dropped']} |",
-            f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} |",
-            ""]
-    if "dialects" in results:
-        lines += ["## Wire dialects", "", "`bench/dialects.py`: the same seed served in the reference's dialect "
-                  "and in the real service's (`--dialect real`), extracted side by side.", "",
-                  dialects.markdown(results["dialects"]), ""]
-    if "dashboard" in results:
-        lines += ["## Dashboard", "", "`bench/dashboard.py`: each page of the findings dashboard from a large "
-                  "warehouse.", "", dashboard.markdown(results["dashboard"]), ""]
-    lines += ["## Airflow costs", "", "DAG parse time, each file in a fresh interpreter the way the DAG processor "
-              "parses it (`bench/dag_parse.py`: Airflow and the file's `airflow.*` imports loaded first, then the "
-              "processor's own `_parse_file`: stability check, `BundleDagBag`, serialisation):", "",
-              "| DAG file | dag ids | parse s (median) | runs |", "|---|---|---|---|"]
-    for name, p in results.get("dag_parse", {}).items():
-        lines.append(f"| `dags/{name}` | {', '.join(p['dag_ids'])} | {p['parse_s_median']:.3f} | "
-                     f"{', '.join(f'{x:.3f}' for x in p['parse_s_runs'])} |")
-    lines += ["", "Emulator serving rate (`bench/bench_emulator.py`'s `pull`: time spent in HTTP requests only; "
-              "3000-item pages):", "", "| N | served findings/s | pulled incl. client decoding /s | startup s |",
-              "|---|---|---|---|"]
-    for key in sorted(results["sizes"], key=int):
-        r = results["sizes"][key]
-        lines.append(f"| {int(key):,} | {_rate(r['serving']['served_per_s_median'])} | "
-                     f"{_rate(r['serving']['pulled_per_s_median'])} | {r['emulator']['startup_s']:.1f} |")
-    for key in sorted(results["sizes"], key=int):
-        profiles = results["sizes"][key].get("profiles")
-        if not profiles:
-            continue
-        lines += ["", f"## Profile (first load, N={int(key):,}, one extra run)", "",
-                  "Where the time of the timed section goes (profiling slows the run: shares matter, not totals)."]
-        for name, prof in profiles.items():
-            rate = prof.get("findings_per_s_while_profiled", float("nan"))
-            if prof["profiler"] == "pyinstrument":
-                lines += ["", f"{name}, pyinstrument (sampling; {_rate(rate)} findings/s while profiled):", "",
-                          "```", prof["tree"], "```"]
-                continue
-            lines += ["", f"{name}, cProfile (total {prof['total_s']:.1f} s):", "",
-                      "| function | calls | own s | share |", "|---|---|---|---|"]
-            for row in prof["top"][:12]:
-                lines.append(f"| `{row['function']}` | {row['calls']} | {row['own_s']:.2f} | {row['share']:.0%} |")
-    lines.append("")
-    path.write_text("\n".join(lines))
-
-
-def _load(value: Any) -> str:
-    return "/".join(f"{x:.1f}" for x in value) if value else "n/a"
-
-
-def _rss_import(results: dict[str, Any]) -> float:
-    values = [r["sqlite"]["first_load"]["rss_after_import_mb_median"] for r in results["sizes"].values()]
-    return median(values)
 
 
 # --- main -------------------------------------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""Verdicts of a benchmark run: every target with the measured value and whether it is met (``results["verdicts"]``).
+
+The targets are the issue's; ``verdicts(results)`` only reads ``results`` (so ``run_all.py --render`` can recompute
+them from an earlier ``results.json``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dashboard
+import dialects
+from common import ISSUE_TYPES
+
+#: Sizes above this get fewer runs (``--runs-large``), to keep `make bench` within about 25 minutes.
+LARGE = 200_000
+#: The issue's reference figure for the naive script (100-item pages, stdlib json, ORM add + commit per row).
+ISSUE_NAIVE_PER_S = 1_800
+TARGETS = {
+    "sqlite_findings_per_s": 35_000,
+    "sqlite_vs_naive": 15.0,
+    "postgres_vs_ceiling": 0.80,
+    "peak_rss_mb_large": 300.0,
+    "rss_flat_within": 0.20,
+    "dag_parse_s": 0.3,
+    "emulator_served_per_s": 20_000,
+    "real_dialect_cost": dialects.MAX_COST,
+    "dashboard_page_s": dashboard.MAX_PAGE_SECONDS,
+}
+
+
+def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every target with the measured value and whether it is met."""
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, measured: str, met: bool | None, note: str = "") -> None:
+        out.append({"target": target, "measured": measured, "met": met, "note": note})
+
+    sizes = results["sizes"]
+    for key, r in sizes.items():
+        n = f"N={int(key):,}"
+        first = r["sqlite"]["first_load"]
+        rate = first["findings_per_s_median"]
+        add(f"SQLite >= {TARGETS['sqlite_findings_per_s']:,} findings/s end to end ({n})", f"{rate:,.0f}/s",
+            rate >= TARGETS["sqlite_findings_per_s"])
+        if "naive_sqlite" in r:
+            naive = r["naive_sqlite"]["findings_per_s_median"]
+            ratio = rate / naive
+            cpu_ratio = (r["naive_sqlite"]["cpu_seconds_median"] / r["naive_sqlite"]["findings"]) / (
+                first["cpu_seconds_median"] / first["findings"])
+            add(f"SQLite >= {TARGETS['sqlite_vs_naive']:.0f}x the naive baseline ({n})",
+                f"{ratio:.1f}x ({rate:,.0f} vs {naive:,.0f}/s)", ratio >= TARGETS["sqlite_vs_naive"],
+                f"the naive script runs with the product's SQLite settings (WAL, synchronous=NORMAL) and reaches "
+                f"{naive:,.0f}/s, {naive / ISSUE_NAIVE_PER_S:.1f}x the issue's reference naive figure "
+                f"({ISSUE_NAIVE_PER_S:,}/s); against that figure the product's {rate:,.0f}/s is "
+                f"{rate / ISSUE_NAIVE_PER_S:.0f}x. Per finding the naive script uses {cpu_ratio:.1f}x the product's "
+                "CPU time: 15x in wall-clock time would need the extraction to keep more than one core busy "
+                "through most of the pull (today only the fetch thread's work overlaps the database's). With "
+                "SQLite's defaults (rollback journal, synchronous=FULL: an fsync per commit) the same script "
+                "measured 337/s at N=100,000 on this machine (`naive_baseline.py --sqlite-defaults`; not run by "
+                "default: 5 minutes per 100,000)")
+        if "postgres" in r:
+            ceiling = r["postgres_ceiling"]["best_first_load_per_s"]
+            pg = r["postgres"]["first_load"]["findings_per_s_median"]
+            add(f"PostgreSQL first load >= {TARGETS['postgres_vs_ceiling']:.0%} of the ceiling ({n})",
+                f"{pg / ceiling:.0%} ({pg:,.0f} vs {ceiling:,.0f}/s, {r['postgres_ceiling']['best_first_load']})",
+                pg / ceiling >= TARGETS["postgres_vs_ceiling"])
+            pg_re = r["postgres"]["resync"]["findings_per_s_median"]
+            ceiling_re = r["postgres_ceiling"]["best_resync_per_s"]
+            if ceiling_re:
+                add(f"PostgreSQL re-sync >= {TARGETS['postgres_vs_ceiling']:.0%} of the re-sync ceiling ({n})",
+                    f"{pg_re / ceiling_re:.0%} ({pg_re:,.0f} vs {ceiling_re:,.0f}/s, "
+                    f"{r['postgres_ceiling']['best_resync']})", pg_re / ceiling_re >= TARGETS["postgres_vs_ceiling"],
+                    "not a stated target: the ceiling of the re-sync, for information")
+        for backend in ("sqlite", "postgres"):
+            if backend not in r:
+                continue
+            req = r[backend]["first_load"]["requests"]["findings_by_issue_type"]
+            worst = all(req.get(t, 0) <= r["requests_target"][t] for t in ISSUE_TYPES)
+            shown = ", ".join(f"{t} {req.get(t, 0)} (target {r['requests_target'][t]}, minimum "
+                              f"{r['requests_minimal'][t]})" for t in ISSUE_TYPES)
+            add(f"requests <= ceil(N/3000)+1 per issue type ({backend}, {n})", shown, worst)
+            re_rate = r[backend]["resync"]["findings_per_s_median"]
+            first_rate = r[backend]["first_load"]["findings_per_s_median"]
+            add(f"re-sync at least as fast as the first load ({backend}, {n})",
+                f"{re_rate:,.0f} vs {first_rate:,.0f}/s ({re_rate / first_rate:.2f}x)", re_rate >= first_rate)
+        serving = r["serving"]["served_per_s_median"]
+        add(f"emulator serves >= {TARGETS['emulator_served_per_s']:,} findings/s on 3000-item pages ({n})",
+            f"{serving:,.0f}/s", serving >= TARGETS["emulator_served_per_s"])
+        if "bulk" in r:
+            tri, tic = r["bulk"]["triage"], r["bulk"]["tickets"]
+            add(f"triage of {tri['selected']:,} findings in ceil(N/3000) requests ({n})",
+                f"{tri['requests']} requests (expected {tri['expected_requests']}), {tri['seconds']:.2f} s",
+                tri["requests"] == tri["expected_requests"])
+            add(f"tickets for {tic['groups']} groups in ceil(groups/20) requests ({n})",
+                f"{tic['requests']} requests (expected {tic['expected_requests']}), {tic['seconds']:.2f} s",
+                tic["requests"] == tic["expected_requests"])
+            for what, b in (("triage", tri), ("tickets", tic)):
+                add(f"fresh re-read before {what} in <= ceil(candidates/3000)+1 requests ({n})",
+                    f"{b['reread_requests']} requests (budget {b['reread_budget']})",
+                    b["reread_requests"] <= b["reread_budget"])
+    keys = sorted(sizes, key=int)
+    if len(keys) >= 2:
+        small, large = sizes[keys[0]], sizes[keys[-1]]
+        for backend in ("sqlite", "postgres"):
+            if backend not in small or backend not in large:
+                continue
+            rss_large = large[backend]["first_load"]["peak_rss_mb_max"]
+            rss_small = small[backend]["first_load"]["peak_rss_mb_max"]
+            label = f"N={int(keys[-1]):,}"
+            if int(keys[-1]) >= 1_000_000:
+                add(f"peak RSS < {TARGETS['peak_rss_mb_large']:.0f} MB ({backend}, {label})",
+                    f"{rss_large:.0f} MB", rss_large < TARGETS["peak_rss_mb_large"])
+            diff = abs(rss_large - rss_small) / rss_large
+            add(f"peak RSS flat in N: N={int(keys[0]):,} within 20% of {label} ({backend})",
+                f"{rss_small:.0f} vs {rss_large:.0f} MB ({diff:.0%} apart)", diff <= TARGETS["rss_flat_within"])
+    if "dialects" in results:
+        d = results["dialects"]
+        cost = max(m["throughput_cost"] for m in d["modes"].values())
+        add(f"the real dialect costs <= {dialects.MAX_COST:.0%} of extraction throughput "
+            f"(N={d['findings']:,})", f"{cost:+.1%} at worst (first load and re-sync)", d["met"],
+            "; ".join(d["problems"]))
+    if "dashboard" in results:
+        d = results["dashboard"]
+        slowest = max(d["pages"], key=lambda page: d["pages"][page]["median_s"])
+        add(f"every dashboard page < {dashboard.MAX_PAGE_SECONDS} s (N={d['findings']:,})",
+            f"slowest {slowest}: {d['worst_median_s']:.3f} s (median)", d["met"] if d["findings"] >= 1_000_000
+            else None, "" if d["findings"] >= 1_000_000 else "the target is stated at N = 1,000,000")
+    for name, parse in results.get("dag_parse", {}).items():
+        add(f"DAG file {name} parses in < {TARGETS['dag_parse_s']} s", f"{parse['parse_s_median']:.3f} s",
+            parse["parse_s_median"] < TARGETS["dag_parse_s"] and not parse["import_errors"])
+    return out
