@@ -63,6 +63,15 @@ def test_same_id_in_two_issue_types_is_two_findings(warehouse: Warehouse):
     assert events(warehouse.engine) == [("sca", 5, "status", "open", "fixed", None)]
 
 
+def test_a_page_of_new_and_stored_findings_writes_the_new_and_the_changed(warehouse: Warehouse):
+    # on SQLite the new rows go through a plain INSERT and the stored ones through the upsert
+    warehouse.upsert_findings([finding(1), finding(2)])
+    written = warehouse.upsert_findings([finding(3, "sca"), finding(1), finding(2, status="fixed"), finding(3)])
+    assert written == 3  # sca 3, sast 2 (changed), sast 3; sast 1 is unchanged
+    assert warehouse.count_findings() == 4
+    assert events(warehouse.engine) == [("sast", 2, "status", "open", "fixed", None)]
+
+
 def snapshot(engine: Engine, day: str) -> set[tuple]:
     stmt = select(finding_snapshots.c.issue_type, finding_snapshots.c.repository_name, finding_snapshots.c.severity,
                   finding_snapshots.c.status, finding_snapshots.c["count"]).where(finding_snapshots.c.day == day)
