@@ -87,6 +87,7 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     lines += ["", f"Runs per figure: {runs_note}. Sizes above {LARGE:,} use fewer runs (`--runs-large`, "
               "`--pg-runs-large`; the naive baseline once) to keep `make bench` within about 25 minutes; a "
               "figure from one run is that run, not a median.", ""]
+    lines += sqlite_ceiling_section(results)
     lines += ["## PostgreSQL ceiling", "",
               "`bench/pg_ceiling.py`: the same rows, decoded by the product's `finding_rows` before timing, written "
               "in 3000-row transactions into the product's table, by batched `execute_values` and by `COPY` into a "
@@ -162,6 +163,52 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                 lines.append(f"| `{row['function']}` | {row['calls']} | {row['own_s']:.2f} | {row['share']:.0%} |")
     lines.append("")
     path.write_text("\n".join(lines))
+
+
+#: What each variant of ``sqlite_ceiling.py`` loads into.
+CEILING_VARIANTS = {
+    "schema": "the product's `findings` table and indexes (composite key, 5 secondary indexes)",
+    "indexes_after": "the same, the 5 secondary indexes built after the last page (included)",
+    "no_secondary": "the product's table and composite key, no secondary index",
+    "integer_key": "the product's columns and secondary indexes, keyed by `id INTEGER PRIMARY KEY`",
+    "without_rowid": "the product's table declared `WITHOUT ROWID` (same key and indexes)",
+    "minimal": "`(id INTEGER PRIMARY KEY, raw TEXT)`",
+}
+
+
+def sqlite_ceiling_section(results: dict[str, Any]) -> list[str]:
+    """The SQLite ceilings against the page server, with the product's first load as a share of each."""
+    keys = [k for k in sorted(results["sizes"], key=int) if "sqlite_ceiling" in results["sizes"][k]]
+    if not keys:
+        return []
+    lines = ["## SQLite ceilings", "",
+             "Against `bench/page_server.py` (the emulator's pages, taken once and served as prebuilt bytes, so the "
+             "server's CPU does not compete with the client's): the product's first load (as above) and "
+             "`bench/sqlite_ceiling.py`, the fastest plain `sqlite3` + `msgspec` load of the same pages (one "
+             "keep-alive connection, a thread one page ahead, plain `INSERT`s, one transaction per page, WAL and "
+             "`synchronous=NORMAL` like the product), run by run side by side (alternating which goes first). "
+             "Share: the product's median over the variant's median; per run: the product's run over the ceiling's "
+             "run next to it.", "",
+             "| N | loaded into | findings/s (median) | runs (findings/s) | CPU s | index build s | file MB "
+             "| product's share (per run) |", "|---|---|---|---|---|---|---|---|"]
+    for key in keys:
+        c = results["sizes"][key]["sqlite_ceiling"]
+        p = c["product_first_load"]
+        lines.append(f"| {int(key):,} | **product first load** | {_rate(p['findings_per_s_median'])} | "
+                     f"{', '.join(_rate(x) for x in p['findings_per_s_runs'])} | {p['cpu_seconds_median']:.1f} | - | - "
+                     "| - |")
+        for name, v in c["variants"].items():
+            lines.append(
+                f"| {int(key):,} | `{name}`: {CEILING_VARIANTS.get(name, name)} | {_rate(v['findings_per_s_median'])} "
+                f"| {', '.join(_rate(x) for x in v['findings_per_s_runs'])} | {v['cpu_seconds_median']:.1f} | "
+                f"{v['index_build_s_median']:.2f} | {v['database_mb']:.0f} | {v['product_share']:.0%} "
+                f"({', '.join(f'{x:.0%}' for x in v['product_share_runs'])}) |")
+        check = c.get("check") or {}
+        lines += ["", f"N={int(key):,}: the `schema` variant's rows equal the product's (every column but "
+                  f"`synced_at`): {'yes' if check.get('equal') else 'not checked' if not check else '**no**'}; "
+                  f"page server built in {c['page_server']['build_s']:.1f} s ({c['page_server']['pages']})."]
+    lines.append("")
+    return lines
 
 
 def _load(value: Any) -> str:

@@ -212,6 +212,9 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
         for path in runner.workdir.glob(f"warehouse-{size}.db*"):
             path.unlink()
 
+        if not args.skip_ceilings:
+            result["sqlite_ceiling"] = measure_sqlite_ceilings(runner, size, emulator, runs)
+
         if pg_url:
             log(f"N={size}: PostgreSQL ceiling")
             ceiling_args = [*base, "--database-url", pg_url, "--findings", str(size),
@@ -255,6 +258,64 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
     return result
 
 
+def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int) -> dict[str, Any]:
+    """The product's first load and the SQLite ceilings (``sqlite_ceiling.py``), side by side, against the page
+    server (``page_server.py``: the emulator's pages, prebuilt), run by run, alternating which goes first."""
+    from page_server import PageServerProcess
+
+    workdir = runner.workdir
+    product_db = workdir / f"product-pages-{size}.db"
+    ceiling_db = workdir / f"ceiling-{size}.db"
+    log(f"N={size}: page server (the emulator's pages, prebuilt) for the SQLite ceilings")
+    with PageServerProcess(token=TOKEN, from_url=emulator.base_url, env=runner.env,
+                           log_path=workdir / f"page-server-{size}.log") as server:
+        base = ["--base-url", server.base_url, "--token", TOKEN, "--slug", server.deployment_slug]
+        product, ceilings = [], []
+        for run in range(runs):
+            def run_product() -> None:
+                product.append(runner.child("extract_product.py", *base, "--deployment-id", server.deployment_id,
+                                            "--database-url", f"sqlite:///{product_db}", "--mode", "first"))
+
+            def run_ceiling(check: bool) -> None:
+                ceilings.append(runner.child("sqlite_ceiling.py", *base, "--database-path", str(ceiling_db),
+                                             "--variants", runner.args.ceiling_variants,
+                                             *(["--check", str(product_db)] if check else [])))
+
+            if run % 2 == 0:
+                run_product()
+                run_ceiling(check=run == 0)  # the product's rows of this run are there to compare with
+            else:
+                run_ceiling(check=False)
+                run_product()
+            shown = ", ".join(f"{v} {c['findings_per_s']:,.0f}" for v, c in ceilings[-1]["variants"].items())
+            log(f"N={size} run {run + 1}: against the page server, product first load "
+                f"{product[-1]['findings_per_s']:,.0f}/s; ceilings /s: {shown}")
+    for path in workdir.glob(f"product-pages-{size}.db*"):
+        path.unlink()
+    first = summarise(product)
+    rate = first["findings_per_s_median"]
+    variants: dict[str, Any] = {}
+    for name in ceilings[0]["variants"]:
+        samples = [c["variants"][name] for c in ceilings]
+        ceiling = median(s["findings_per_s"] for s in samples)
+        variants[name] = {
+            "findings_per_s_median": ceiling,
+            "findings_per_s_runs": [s["findings_per_s"] for s in samples],
+            "cpu_seconds_median": median(s["cpu_seconds"] for s in samples),
+            "index_build_s_median": median(s["index_build_s"] for s in samples),
+            "database_mb": samples[-1]["database_mb"],
+            "requests": samples[-1]["requests"],
+            "findings": samples[-1]["findings"],
+            # the product's median over the ceiling's median, and run by run (runs made side by side)
+            "product_share": rate / ceiling,
+            "product_share_runs": [p["findings_per_s"] / s["findings_per_s"]
+                                   for p, s in zip(product, samples, strict=True)],
+        }
+    return {"page_server": {"build_s": server.build_seconds, "startup_s": server.startup_seconds,
+                            "pages": server.description},
+            "product_first_load": first, "variants": variants, "check": ceilings[0]["check"], "runs": runs}
+
+
 def profile_summary(path: Path, profiler: str, top: int = 15) -> dict[str, Any]:
     """pyinstrument: its call tree (text). cProfile: total time and the functions with the most own time."""
     if profiler == "pyinstrument":
@@ -293,6 +354,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated N")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--skip-ceilings", action="store_true",
+                        help="leave out the SQLite ceilings against the page server (bench/sqlite_ceiling.py)")
+    parser.add_argument("--ceiling-variants", default="schema,indexes_after,no_secondary,integer_key,"
+                        "without_rowid,minimal", help="variants of bench/sqlite_ceiling.py")
     parser.add_argument("--skip-dashboard", action="store_true",
                         help="leave out the dashboard pages from a warehouse of the largest N (bench/dashboard.py)")
     parser.add_argument("--skip-dialects", action="store_true",

@@ -49,6 +49,17 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
             assert sum(figures["requests"]["findings_by_issue_type"].values()) > 0
     if results["postgres"] == "used":
         assert size["postgres_ceiling"]["best_first_load_per_s"] > 0
+    ceiling = size["sqlite_ceiling"]  # the product and the SQLite ceilings against the page server
+    assert ceiling["product_first_load"]["findings"] == size["findings"]
+    assert ceiling["check"]["equal"]  # the same-schema ceiling stores the product's rows
+    assert set(ceiling["variants"]) == {"schema", "indexes_after", "no_secondary", "integer_key", "without_rowid",
+                                        "minimal"}
+    for variant in ceiling["variants"].values():
+        assert variant["findings"] == size["findings"]
+        assert variant["findings_per_s_median"] > 0
+        assert variant["product_share"] > 0
+        assert len(variant["product_share_runs"]) == ceiling["runs"]
+    assert ceiling["variants"]["indexes_after"]["index_build_s_median"] > 0
     assert size["naive_sqlite"]["findings"] == size["findings"]
     assert size["serving"]["served_per_s_median"] > 0
     assert size["bulk"]["triage"]["requests"] >= 1
@@ -64,7 +75,11 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
 def test_results_md_states_every_target(quick_results: Path) -> None:
     text = (quick_results / "results.md").read_text()
     results = json.loads((quick_results / "results.json").read_text())
-    for heading in ("## Machine", "## Targets", "## Extraction", "## Bulk actions", "## Airflow costs"):
+    for heading in ("## Machine", "## Targets", "## Extraction", "## SQLite ceilings", "## Bulk actions",
+                    "## Airflow costs"):
         assert heading in text
+    targets = [v["target"] for v in results["verdicts"]]
+    assert any(t.startswith("SQLite first load >= 90% of the same-schema ceiling") for t in targets)
+    assert any(t.startswith("SQLite first load as a share of the minimal table's ceiling") for t in targets)
     for verdict in results["verdicts"]:
         assert verdict["target"] in text
