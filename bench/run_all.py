@@ -260,7 +260,8 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
 
 def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int) -> dict[str, Any]:
     """The product's first load and the SQLite ceilings (``sqlite_ceiling.py``), side by side, against the page
-    server (``page_server.py``: the emulator's pages, prebuilt), run by run, alternating which goes first."""
+    server (``page_server.py``: the emulator's pages, prebuilt), run by run: the product and the same-schema
+    ceiling next to each other (alternating which goes first), then the other variants."""
     from page_server import PageServerProcess
 
     workdir = runner.workdir
@@ -270,23 +271,31 @@ def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int)
     with PageServerProcess(token=TOKEN, from_url=emulator.base_url, env=runner.env,
                            log_path=workdir / f"page-server-{size}.log") as server:
         base = ["--base-url", server.base_url, "--token", TOKEN, "--slug", server.deployment_slug]
-        product, ceilings = [], []
+        names = runner.args.ceiling_variants.split(",")
+        product: list[dict[str, Any]] = []
+        ceilings: list[dict[str, Any]] = []
         for run in range(runs):
             def run_product() -> None:
                 product.append(runner.child("extract_product.py", *base, "--deployment-id", server.deployment_id,
                                             "--database-url", f"sqlite:///{product_db}", "--mode", "first"))
 
-            def run_ceiling(check: bool) -> None:
-                ceilings.append(runner.child("sqlite_ceiling.py", *base, "--database-path", str(ceiling_db),
-                                             "--variants", runner.args.ceiling_variants,
-                                             *(["--check", str(product_db)] if check else [])))
+            def run_ceiling(variants: list[str], check: bool = False) -> dict[str, Any]:
+                if not variants:
+                    return {"variants": {}, "check": None}
+                return runner.child("sqlite_ceiling.py", *base, "--database-path", str(ceiling_db),
+                                    "--variants", ",".join(variants), *(["--check", str(product_db)] if check else []))
 
+            # the same-schema ceiling right next to the product (alternating which goes first), the others after
+            same = [v for v in names if v == "schema"]
             if run % 2 == 0:
                 run_product()
-                run_ceiling(check=run == 0)  # the product's rows of this run are there to compare with
+                adjacent = run_ceiling(same, check=run == 0)  # the product's rows of this run are there to compare
             else:
-                run_ceiling(check=False)
+                adjacent = run_ceiling(same)
                 run_product()
+            others = run_ceiling([v for v in names if v != "schema"])
+            ceilings.append({"variants": {**adjacent["variants"], **others["variants"]},
+                             "check": adjacent["check"]})
             shown = ", ".join(f"{v} {c['findings_per_s']:,.0f}" for v, c in ceilings[-1]["variants"].items())
             log(f"N={size} run {run + 1}: against the page server, product first load "
                 f"{product[-1]['findings_per_s']:,.0f}/s; ceilings /s: {shown}")

@@ -69,9 +69,10 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
                     continue
                 share = v["product_share"]
                 runs = ", ".join(f"{x:.0%}" for x in v["product_share_runs"])
+                cpu_share = v["cpu_seconds_median"] / product["cpu_seconds_median"]
                 measured = (f"{share:.0%} ({product['findings_per_s_median']:,.0f} vs {v['findings_per_s_median']:,.0f}"
-                            f"/s; CPU {product['cpu_seconds_median']:.1f} vs {v['cpu_seconds_median']:.1f} s; "
-                            f"run by run {runs})")
+                            f"/s; run by run {runs}); in CPU time {cpu_share:.0%} ({v['cpu_seconds_median']:.1f} vs "
+                            f"{product['cpu_seconds_median']:.1f} s)")
                 if variant == "schema":
                     add(f"SQLite first load >= {TARGETS['sqlite_vs_ceiling']:.0%} of {what} ceiling ({n})", measured,
                         share >= TARGETS["sqlite_vs_ceiling"],
