@@ -173,6 +173,7 @@ CEILING_VARIANTS = {
     "integer_key": "the product's columns and secondary indexes, keyed by `id INTEGER PRIMARY KEY`",
     "without_rowid": "the product's table declared `WITHOUT ROWID` (same key and indexes)",
     "minimal": "`(id INTEGER PRIMARY KEY, raw TEXT)`",
+    "minimal_unkeyed": "`(id INTEGER, raw TEXT)`, no key: rows appended in arrival order",
 }
 
 

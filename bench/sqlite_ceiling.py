@@ -17,7 +17,12 @@ file):
 - ``integer_key``: the same columns and secondary indexes, keyed by ``id INTEGER PRIMARY KEY`` (the rowid; the
   emulator's sast and sca ids are disjoint) instead of the composite key (what the composite key costs);
 - ``without_rowid``: the product's table declared ``WITHOUT ROWID`` (the same key, one B-tree fewer);
-- ``minimal``: ``(id INTEGER PRIMARY KEY, raw TEXT)``.
+- ``minimal``: ``(id INTEGER PRIMARY KEY, raw TEXT)``;
+- ``minimal_unkeyed``: ``(id INTEGER, raw TEXT)``, no key: rows appended in arrival order (the floor).
+
+An integer primary key is the rowid: the table's B-tree is ordered by it. The API serves findings newest
+``relevant_since`` first, so ids arrive in random order and every 2.3 KB row lands on a random page of the table;
+the product's rowid table (its composite key is a separate, narrow index) appends instead.
 
     python bench/sqlite_ceiling.py --base-url http://127.0.0.1:8901 --token T --slug acme \
         --database-path /tmp/ceiling.db --out c.json
@@ -39,7 +44,7 @@ from urllib.parse import urlsplit
 import msgspec
 from common import ISSUE_TYPES, PAGE_SIZE, peak_rss_mb, reset_sqlite, write_json
 
-VARIANTS = ("schema", "indexes_after", "no_secondary", "integer_key", "without_rowid", "minimal")
+VARIANTS = ("schema", "indexes_after", "no_secondary", "integer_key", "without_rowid", "minimal", "minimal_unkeyed")
 
 
 # --- decoding ------------------------------------------------------------------------------------------------------
@@ -252,6 +257,9 @@ def setup(variant: str) -> tuple[list[str], str, list[str], Callable[..., list[t
         return [keyed, *indexes], insert, [], schema_rows
     if variant == "minimal":
         return (["CREATE TABLE findings (id INTEGER PRIMARY KEY, raw TEXT)"],
+                "INSERT INTO findings (id, raw) VALUES (?, ?)", [], minimal_rows)
+    if variant == "minimal_unkeyed":
+        return (["CREATE TABLE findings (id INTEGER, raw TEXT)"],
                 "INSERT INTO findings (id, raw) VALUES (?, ?)", [], minimal_rows)
     raise ValueError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
 

@@ -53,7 +53,7 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
     assert ceiling["product_first_load"]["findings"] == size["findings"]
     assert ceiling["check"]["equal"]  # the same-schema ceiling stores the product's rows
     assert set(ceiling["variants"]) == {"schema", "indexes_after", "no_secondary", "integer_key", "without_rowid",
-                                        "minimal"}
+                                        "minimal", "minimal_unkeyed"}
     for variant in ceiling["variants"].values():
         assert variant["findings"] == size["findings"]
         assert variant["findings_per_s_median"] > 0
