@@ -170,6 +170,7 @@ CEILING_VARIANTS = {
     "schema": "the product's `findings` table and indexes (composite key, 5 secondary indexes)",
     "indexes_after": "the same, the 5 secondary indexes built after the last page (included)",
     "no_secondary": "the product's table and composite key, no secondary index",
+    "unkeyed": "the product's columns, no key and no index (rows appended)",
     "integer_key": "the product's columns and secondary indexes, keyed by `id INTEGER PRIMARY KEY`",
     "without_rowid": "the product's table declared `WITHOUT ROWID` (same key and indexes)",
     "minimal": "`(id INTEGER PRIMARY KEY, raw TEXT)`",

@@ -14,6 +14,8 @@ file):
 - ``indexes_after``: the same table with its primary key, the five secondary indexes created after the last page
   (that time included);
 - ``no_secondary``: the same table and key, no secondary index at all (what the secondary indexes cost);
+- ``unkeyed``: the same columns, no key and no index (rows appended): with ``no_secondary``, what the composite
+  key's index costs;
 - ``integer_key``: the same columns and secondary indexes, keyed by ``id INTEGER PRIMARY KEY`` (the rowid; the
   emulator's sast and sca ids are disjoint) instead of the composite key (what the composite key costs);
 - ``without_rowid``: the product's table declared ``WITHOUT ROWID`` (the same key, one B-tree fewer);
@@ -44,7 +46,8 @@ from urllib.parse import urlsplit
 import msgspec
 from common import ISSUE_TYPES, PAGE_SIZE, peak_rss_mb, reset_sqlite, write_json
 
-VARIANTS = ("schema", "indexes_after", "no_secondary", "integer_key", "without_rowid", "minimal", "minimal_unkeyed")
+VARIANTS = ("schema", "indexes_after", "no_secondary", "unkeyed", "integer_key", "without_rowid", "minimal",
+            "minimal_unkeyed")
 
 
 # --- decoding ------------------------------------------------------------------------------------------------------
@@ -247,6 +250,11 @@ def setup(variant: str) -> tuple[list[str], str, list[str], Callable[..., list[t
         return [table], insert, indexes, schema_rows
     if variant == "no_secondary":
         return [table], insert, [], schema_rows
+    if variant == "unkeyed":
+        unkeyed = table.replace(", \n\tCONSTRAINT pk_findings PRIMARY KEY (issue_type, id)", "")
+        if unkeyed == table:
+            raise RuntimeError(f"the product's DDL changed shape; cannot derive the table without key:\n{table}")
+        return [unkeyed], insert, [], schema_rows
     if variant == "without_rowid":
         return [table + " WITHOUT ROWID", *indexes], insert, [], schema_rows
     if variant == "integer_key":
