@@ -3,7 +3,8 @@
 Bulk upserts (findings and the other API tables) bypass SQLAlchemy's per-row work and use each dialect's
 fastest path, one transaction per call:
 
-- SQLite: DBAPI ``executemany`` of ``INSERT ... ON CONFLICT DO UPDATE ... WHERE t.raw IS NOT excluded.raw``;
+- SQLite: DBAPI ``executemany`` of ``INSERT ... ON CONFLICT DO UPDATE ... WHERE t.raw IS NOT excluded.raw``
+  (findings: the page's stored keys are looked up first, the new rows go through a plain ``INSERT``);
 - PostgreSQL: ``COPY`` into a temporary staging table, then one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE
   ... WHERE t.raw IS DISTINCT FROM excluded.raw`` (measured faster than batched ``execute_values``).
 
