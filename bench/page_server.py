@@ -229,7 +229,7 @@ def main() -> None:
         bodies = fetch_pages(args.from_url, args.token, slug)
     pages = Pages(bodies)
     server = Server((args.host, args.port), pages, args.token, slug, deployment_id)
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), int(server.server_address[1])
     megabytes = sum(len(b) for pages_ in bodies.values() for b in pages_) / 1e6
     # the parent reads this line to learn the address
     print(f"READY http://{host}:{port} {slug} {deployment_id} {time.perf_counter() - started:.3f} "
@@ -267,9 +267,10 @@ class PageServerProcess:
         self.description = parts[5]
 
     def _ready_line(self, timeout: float) -> str:
-        assert self._process.stdout is not None
+        stdout = self._process.stdout
+        assert stdout is not None
         result: list[str] = []
-        reader = threading.Thread(target=lambda: result.append(self._process.stdout.readline().decode()), daemon=True)
+        reader = threading.Thread(target=lambda: result.append(stdout.readline().decode()), daemon=True)
         reader.start()
         reader.join(timeout)
         if not result or not result[0].startswith("READY "):
@@ -298,7 +299,7 @@ class PageServerProcess:
                 pass
         if self._process.stdout is not None:
             self._process.stdout.close()
-        if self._log is not subprocess.DEVNULL:
+        if not isinstance(self._log, int):  # a file of our own, not subprocess.DEVNULL
             self._log.close()
 
     def __enter__(self) -> PageServerProcess:

@@ -174,7 +174,7 @@ _decode_page = msgspec.json.Decoder(_Page).decode
 def pages(base_url: str, token: str, slug: str) -> Iterator[tuple[str, list[msgspec.Raw]]]:
     """Every page of sast then sca findings over one keep-alive connection: (issue type, raw items)."""
     url = urlsplit(base_url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=600)
     headers = {"Authorization": f"Bearer {token}"}
     try:
         for issue_type in ISSUE_TYPES:

@@ -217,7 +217,8 @@ class Warehouse:
         lookup (``BEGIN IMMEDIATE``): no other writer can store one of the new keys in between.
         """
         upsert, insert, lookup = self._sql(conn, table, columns)
-        if not conn.connection.driver_connection.in_transaction:
+        driver = conn.connection.driver_connection
+        if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
         for statement in SQLITE_HISTORY_SETUP:
             cursor.execute(statement)
