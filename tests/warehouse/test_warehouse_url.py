@@ -109,3 +109,27 @@ def test_postgres_engine_uses_psycopg2_and_pre_ping():
 def test_other_databases_are_refused():
     with pytest.raises(ValueError, match="unsupported warehouse database 'mssql'"):
         make_engine(URL.create("mssql+pymssql", host="h"))
+
+
+def test_opening_a_new_file_waits_for_another_writer_before_switching_to_wal(tmp_path):
+    """Switching a file to WAL needs it to itself, and SQLite refuses at once (no busy timeout) while another
+    connection holds the write lock: two workers opening a new warehouse together saw "database is locked"."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "new.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE t (x)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO t VALUES (1)")
+    release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    release.start()
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("SELECT x FROM t").scalar() == 1  # it waited for the other's commit
+    finally:
+        release.join()
+        engine.dispose()
+        other.close()
