@@ -26,6 +26,8 @@ from findings_provider.client import (
     ServerError,
     ValidationError,
 )
+from findings_provider.client.canonical import FINDING_FIELDS
+from findings_provider.client.models import Finding
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from present import present
@@ -75,6 +77,12 @@ UNKNOWN = st.recursive(
 )
 KNOWN_FIELDS = {"id", "severity", "relevant_since", "created_at", "status", "repository", "rule_name",
                 "external_ticket", "first_seen_scan_id", "assistant", "is_malicious", "location", "categories"}
+#: Every key the model reads (its fields, their aliases, and the first key of each canonical source path): an
+#: unknown field is none of these (``type`` beside an empty ``rule_name``, say, is read as the rule's name).
+READ_KEYS = KNOWN_FIELDS | {path[0] for _, paths in FINDING_FIELDS.values() for path in paths} | {
+    name for field_name, info in Finding.model_fields.items()
+    for name in (field_name, info.alias, *(getattr(info.validation_alias, "choices", None) or ()))
+    if isinstance(name, str)}
 
 
 @st.composite
@@ -101,7 +109,7 @@ def findings(draw: Any, ids: Any = None) -> dict[str, Any]:
         finding["assistant"] = {"autotriage": {"verdict": draw(st.sampled_from(["true_positive", "false_positive"])),
                                                "reason": "r"}}
     # fields the client does not know: kept, never an error (every endpoint is labelled experimental)
-    extra = draw(st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: k not in KNOWN_FIELDS),
+    extra = draw(st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: k not in READ_KEYS),
                                  UNKNOWN, max_size=3))
     finding.update(extra)
     finding["_expect"] = {"relevant_since": as_rendered(relevant, r_style), "created_at": as_rendered(created, c_style)}
