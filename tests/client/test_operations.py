@@ -764,3 +764,11 @@ def test_unresolvable_deployment_is_a_configuration_error(make_client) -> None:
     with pytest.raises(ConfigurationError, match=r"cannot resolve the deployment.*1/one, 2/two"):
         make_client(rec, deployment_id=None, deployment_slug="acme").get_scan(5)
     assert rec.count == 1
+
+
+def test_every_response_model_keeps_unknown_fields() -> None:
+    """Every endpoint answers into an ``ApiModel`` (unknown fields kept, never an error: the API is experimental)."""
+    from findings_provider.client import ENDPOINTS
+    from findings_provider.client.models import ApiModel
+
+    assert [name for name, endpoint in ENDPOINTS.items() if not issubclass(endpoint.response, ApiModel)] == []

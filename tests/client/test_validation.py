@@ -577,3 +577,13 @@ def test_any_page_size_is_sent_or_refused(page_size: int) -> None:
             assert 100 <= page_size <= 3000
             assert rec.count == 1
             assert rec.last.url.params["page_size"] == str(page_size)
+
+
+def test_every_limit_of_the_api_has_its_edges_tested() -> None:
+    """A new ``Limit`` in ``client/limits.py`` needs its row in ``LIMITS`` (the values at and beyond its edges)."""
+    from findings_provider.client import limits
+
+    defined = {name: (value.minimum, value.maximum) for name, value in vars(limits).items()
+               if isinstance(value, limits.Limit)}
+    tested = {(row[4], row[5]) for row in LIMITS}
+    assert {name: edges for name, edges in defined.items() if edges not in tested} == {}

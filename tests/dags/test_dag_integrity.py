@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_provider.dag_defaults import API_POOL, OWNER, PIPELINE_DAGS
+from findings_provider.dag_defaults import API_POOL, OWNER, PIPELINE_DAGS, START_DATE
+from findings_provider.notifications import FindingsAlertNotifier
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 FILES = sorted(p for p in DAGS.glob("*.py") if not p.name.startswith("_"))
@@ -69,9 +70,9 @@ def test_each_file_parses_alone_cheaply_and_offline(path: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("dag_id", PIPELINE_DAGS)
 def test_conventions(dagbag: Any, dag_id: str) -> None:
-    """Docs that explain every param, typed and described params, one run at a time, no catch-up, tags, and
-    every task owned by the team, retried with backoff, in the API pool (or the default pool when it makes no
-    API call)."""
+    """Docs that explain every param, typed and described params, one run at a time, no catch-up, tags, the shared
+    settings (``dag_settings``: native templates, the start date), and every task owned by the team, retried with
+    backoff, alerting when it fails for good, in the API pool (or the default pool when it makes no API call)."""
     assert dagbag.import_errors == {}
     dag = dagbag.dags[dag_id]
     assert Path(dag.fileloc).stem == dag_id
@@ -84,7 +85,12 @@ def test_conventions(dagbag: Any, dag_id: str) -> None:
         assert param.schema.get("type"), (dag_id, name)
     assert dag.max_active_runs == 1
     assert dag.catchup is False
+    assert dag.render_template_as_native_obj is True
+    assert dag.start_date == START_DATE
     for task in dag.tasks:
+        callbacks = task.on_failure_callback if isinstance(task.on_failure_callback, list) else [
+            task.on_failure_callback]
+        assert any(isinstance(c, FindingsAlertNotifier) for c in callbacks), f"{dag_id}.{task.task_id} never alerts"
         assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
         assert task.retry_exponential_backoff, f"{dag_id}.{task.task_id} has no exponential backoff"
         assert task.owner == OWNER, f"{dag_id}.{task.task_id}"

@@ -34,8 +34,11 @@ from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import column, event, inspect, select, table, text
 from sqlalchemy.engine import Engine
 
-#: The test-only revision 0002 (a nullable finding column filled from raw, and a new table).
+#: The test-only revision after the shipped head (a nullable finding column filled from raw, and a new table).
 FIXTURE = Path(__file__).with_name("migrations_fixture")
+NEXT = "next_fixture"
+#: The head of the shipped revisions (the tests hold for whichever it is).
+(HEAD,) = versioning.head_revisions()
 
 SECRET = {
     "id": "691234", "type": "AWS access key", "findingPath": "config/aws.py:3", "createdAt": "2024-07-11T20:46:25Z",
@@ -129,7 +132,7 @@ def test_the_recorded_baseline_is_what_revision_0001_creates(engine):
     what revision 0001 creates through Alembic."""
     baseline = versioning.baseline_metadata()
     assert set(baseline.tables) == set(metadata.tables)  # (while 0001 is the newest revision)
-    assert versioning.upgrade(engine, target="0001") == "0001"
+    assert versioning.upgrade(engine, target=versioning.BASELINE) == versioning.BASELINE
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE, "compare_type": True})
         assert compare_metadata(context, baseline) == []
@@ -141,14 +144,14 @@ def test_the_recorded_baseline_is_what_revision_0001_creates(engine):
 def test_a_next_revision_keeps_every_row_of_a_first_release_warehouse(engine):
     store = Warehouse(engine, run_id="run-1")
     store.create_all()
-    assert versions(engine) == ["0001"]
+    assert versions(engine) == [HEAD]
     fill_every_table(store)
     before = contents(engine)
     assert [name for name, rows in before.items() if not rows] == []  # every table holds rows
 
-    assert versioning.upgrade(engine, version_locations=[FIXTURE]) == "0002"
+    assert versioning.upgrade(engine, version_locations=[FIXTURE]) == NEXT
 
-    assert versions(engine) == ["0002"]
+    assert versions(engine) == [NEXT]
     assert contents(engine) == before
     with engine.connect() as conn:
         added = dict(conn.execute(text("SELECT id, fixture_raw_status FROM findings")).all())
@@ -158,12 +161,12 @@ def test_a_next_revision_keeps_every_row_of_a_first_release_warehouse(engine):
     store.upsert_findings(finding_rows("sast", [_raw({**SAST, "status": "open"})]))
     assert store.count_findings("sast", status="open") == 1
     assert versioning.is_current(engine, [FIXTURE])
-    assert not versioning.is_current(engine)  # this release's own scripts do not know 0002
+    assert not versioning.is_current(engine)  # this release's own scripts do not know the next revision
 
 
 def test_a_warehouse_at_a_revision_this_release_does_not_know_is_refused_by_name(engine):
     versioning.upgrade(engine, version_locations=[FIXTURE])
-    with pytest.raises(RuntimeError, match=r"revision '0002'.*knows 0001"):
+    with pytest.raises(RuntimeError, match=rf"revision '{NEXT}'.*knows .*{HEAD}"):
         Warehouse(engine).create_all()
 
 
@@ -199,7 +202,7 @@ def _kept(engine: Engine) -> dict:
 def test_a_warehouse_made_before_versioning_is_brought_to_head_and_stamped(engine):
     kept = _unversioned_warehouse(engine)
     Warehouse(engine).create_all()
-    assert versions(engine) == ["0001"]
+    assert versions(engine) == [HEAD]
     assert differences(engine) == []
     assert _kept(engine) == kept
     with engine.connect() as conn:
@@ -216,8 +219,8 @@ def test_a_warehouse_made_before_versioning_is_brought_to_head_and_stamped(engin
 
 def test_a_warehouse_made_before_versioning_is_stamped_0001_then_upgraded_through_later_revisions(engine):
     kept = _unversioned_warehouse(engine)
-    assert versioning.upgrade(engine, version_locations=[FIXTURE]) == "0002"
-    assert versions(engine) == ["0002"]
+    assert versioning.upgrade(engine, version_locations=[FIXTURE]) == NEXT
+    assert versions(engine) == [NEXT]
     assert _kept(engine) == kept
     with engine.connect() as conn:
         got = dict(conn.execute(text("SELECT id, fixture_raw_status FROM findings")).all())
@@ -251,7 +254,7 @@ def test_create_all_on_a_current_warehouse_is_one_select(engine):
     # a warehouse behind the scripts' head is upgraded (the fast path is not taken blindly)
     sent = _statements(engine, lambda: versioning.ensure_current(engine, [FIXTURE]))
     assert any(s.lstrip().upper().startswith("ALTER TABLE") for s in sent), sent
-    assert versions(engine) == ["0002"]
+    assert versions(engine) == [NEXT]
 
 
 # --- concurrent first use ------------------------------------------------------------------------
@@ -277,7 +280,7 @@ def test_two_workers_on_an_empty_database_leave_one_version_row(engine):
     for worker in workers:
         worker.join()
     assert errors == []
-    assert versions(engine) == ["0001"]
+    assert versions(engine) == [HEAD]
     assert differences(engine) == []
 
 
@@ -287,8 +290,8 @@ def test_two_processes_upgrading_by_hand_at_once_leave_one_version_row(engine):
     processes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env=os.environ.copy()) for _ in range(2)]
     outcomes = [(p.wait(timeout=120), *p.communicate()) for p in processes]
-    assert [(code, out.strip()) for code, out, _ in outcomes] == [(0, "warehouse at revision 0001")] * 2, outcomes
-    assert versions(engine) == ["0001"]
+    assert [(code, out.strip()) for code, out, _ in outcomes] == [(0, f"warehouse at revision {HEAD}")] * 2, outcomes
+    assert versions(engine) == [HEAD]
 
 
 # --- the command ------------------------------------------------------------------------------------
@@ -297,9 +300,9 @@ def test_two_processes_upgrading_by_hand_at_once_leave_one_version_row(engine):
 def test_current_and_upgrade_commands(engine, capsys):
     url = engine.url.render_as_string(hide_password=False)
     assert main(["current", "--url", url]) == 0
-    assert capsys.readouterr().out == "warehouse at revision none (not versioned) (not head: upgrade to 0001)\n"
+    assert capsys.readouterr().out == f"warehouse at revision none (not versioned) (not head: upgrade to {HEAD})\n"
     assert main(["upgrade", "--url", url]) == 0
-    assert capsys.readouterr().out == "warehouse at revision 0001\n"
+    assert capsys.readouterr().out == f"warehouse at revision {HEAD}\n"
     assert main(["current", "--url", url]) == 0
-    assert capsys.readouterr().out == "warehouse at revision 0001 (head)\n"
+    assert capsys.readouterr().out == f"warehouse at revision {HEAD} (head)\n"
     assert differences(engine) == []

@@ -1,12 +1,12 @@
-"""Test-only revision after 0001: what a next release's revision looks like (never shipped).
+"""Test-only revision after the shipped head: what a next release's revision looks like (never shipped).
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: next_fixture
+Revises: the head of the shipped revisions, whichever it is
 Create Date: 2026-11-26
 
 Adds a nullable finding column filled from each stored finding's ``raw`` (with ``fill_finding_columns``) and a new
-table. Added to the shipped revisions through Alembic's ``version_locations`` by the tests. When the first real
-revision after 0001 ships, give this one the next free number and make it follow the new head.
+table. Added to the shipped revisions through Alembic's ``version_locations`` by the tests; it follows whatever
+revision is the shipped head, so shipping a real revision needs no change here.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 from findings_provider.warehouse.migrate import fill_finding_columns
+from findings_provider.warehouse.versioning import head_revisions
 
-revision = "0002"
-down_revision = "0001"
+revision = "next_fixture"
+(down_revision,) = head_revisions()
 branch_labels = None
 depends_on = None
 
