@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from findings_provider.client.vocabulary import (
+    CODE_TYPES,
     AutotriageVerdict,
     Confidence,
     FindingStatus,
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 #: Issue types the findings extraction can pull (the values of ``IssueType``).
 ISSUE_TYPES: tuple[str, ...] = tuple(t.value for t in IssueType)
 #: Issue types listed through the findings operation (offset pages, ``since`` filter); secrets use a cursor.
-OFFSET_TYPES: tuple[str, ...] = tuple(t for t in ISSUE_TYPES if t != IssueType.SECRETS)
+OFFSET_TYPES: tuple[str, ...] = CODE_TYPES
 
 # --- enum vocabularies ------------------------------------------------------------------------------------------
 

@@ -180,5 +180,5 @@ OPEN_STATUSES: tuple[str, ...] = (FindingStatus.OPEN.value, FindingStatus.REVIEW
 #: Severities from the most to the least severe.
 SEVERITY_ORDER: tuple[str, ...] = tuple(s.value for s in reversed(Severity))
 
-#: The issue types the findings list endpoint serves (``secrets`` has its own endpoint).
-CODE_TYPES: tuple[str, ...] = (IssueType.SAST.value, IssueType.SCA.value, IssueType.AI_SAST.value)
+#: The issue types the findings list endpoint serves: every one but ``secrets``, which has its own endpoint.
+CODE_TYPES: tuple[str, ...] = tuple(t.value for t in IssueType if t is not IssueType.SECRETS)
