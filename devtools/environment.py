@@ -24,7 +24,7 @@ CELERY = "CeleryExecutor"
 
 @dataclass
 class EmulatorOptions:
-    """How to start the findings API emulator (``findings-emulator`` CLI, see shared/interfaces.md)."""
+    """How to start the findings API emulator (the ``findings-emulator`` command line)."""
 
     port: int | None = None  # None: a free port
     host: str = "127.0.0.1"

@@ -2,7 +2,7 @@
 
 The production-like stack must have every component with a health check, build the project's image on the
 official Airflow image, mount dags/, plugins/ and include/, run CeleryExecutor on PostgreSQL and Redis, and use the
-same connection ids, environment forms and pool as the rest of the project (shared/interfaces.md,
+same connection ids, environment forms and pool as the rest of the project (the project's fixed public names,
 include/pipeline.yaml).
 """
 

@@ -135,7 +135,7 @@ def test_dag_params_are_typed_and_validated(dagbag):
 
     tuning = dagbag.dags["policy_tuning"].params
     assert set(tuning) == {"dry_run", "policies"}
-    assert tuning["dry_run"] is True  # fixed by interfaces.md
+    assert tuning["dry_run"] is True  # a fixed public name: dry by default
     assert tuning.get_param("policies").resolve(["2101", "2102"]) == ["2101", "2102"]
     assert tuning.get_param("policies").resolve(None) is None
     for bad in (["policy-a"], "2101"):

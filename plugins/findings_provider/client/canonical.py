@@ -1,8 +1,8 @@
 """The canonical form of findings and secrets: one table of fields, their source keys and their normalisers.
 
-The service speaks two dialects (``docs/canonical.md``, ``api-notes.md``): the reference's (camelCase sub-objects,
-lowercase enums, integer ids) and the real one's (snake_case inside findings; proto-JSON secrets with camelCase
-keys, ``PREFIX_VALUE`` enums and digit-string ids). ``FINDING_FIELDS`` says, once, where each canonical value comes
+The service speaks two dialects (``docs/canonical.md``): the API reference's (camelCase sub-objects, lowercase
+enums, integer ids) and the real service's (snake_case inside findings; proto-JSON secrets with camelCase keys,
+``PREFIX_VALUE`` enums and digit-string ids). ``FINDING_FIELDS`` says, once, where each canonical value comes
 from; both the typed models (``models.Finding``) and the warehouse's fast row path (``warehouse.rows``) read the
 object through the partial structs generated from it and the same normalisers, so they cannot disagree.
 
