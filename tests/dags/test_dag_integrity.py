@@ -23,7 +23,7 @@ from findings_provider.notifications import FindingsAlertNotifier
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 FILES = sorted(p for p in DAGS.glob("*.py") if not p.name.startswith("_"))
 #: Modules a DAG file must not import at parse time (the DAG processor parses every file every 30 s or so).
-HEAVY = ("pandas", "matplotlib", "psycopg2", "findings_emulator")
+HEAVY = ("pandas", "matplotlib", "psycopg2", "alembic", "findings_emulator")
 
 PARSE_SCRIPT = textwrap.dedent(
     """

@@ -21,19 +21,17 @@ import os
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.script.revision import RevisionError
-from alembic.util.exc import CommandError
 from sqlalchemy import Index, MetaData, Table, func, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from .migrate import add_columns, add_indexes, missing_columns, missing_indexes
+
+if TYPE_CHECKING:  # Alembic is imported when a schema change is looked at, never by importing the operators
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +48,8 @@ SCHEMA_LOCK_KEY = 0x46_57_48_01
 def alembic_config(connection: Connection | None = None, version_locations: Iterable[str | Path] = ()) -> Config:
     """The Alembic configuration of the warehouse, on ``connection``; ``version_locations`` are directories of
     further revisions (tests add one), searched besides the shipped ``migrations/versions``."""
+    from alembic.config import Config
+
     config = Config()
     locations = [MIGRATIONS / "versions", *(Path(p) for p in version_locations)]
     options = {
@@ -69,6 +69,8 @@ def alembic_config(connection: Connection | None = None, version_locations: Iter
 @cache
 def head_revisions(version_locations: tuple[str, ...] = ()) -> frozenset[str]:
     """The head revision(s) of the scripts (read once per process and set of locations)."""
+    from alembic.script import ScriptDirectory
+
     return frozenset(ScriptDirectory.from_config(alembic_config(None, version_locations)).get_heads())
 
 
@@ -100,6 +102,9 @@ def upgrade(engine: Engine, target: str = "head", version_locations: Sequence[st
     with engine.begin() as conn:
         lock_schema(conn)
         config = alembic_config(conn, version_locations)
+        from alembic import command
+        from alembic.script import ScriptDirectory
+
         script = ScriptDirectory.from_config(config)
         current = current_revision(conn)
         if current is None and _has_warehouse_tables(conn, script):
@@ -118,6 +123,8 @@ def upgrade(engine: Engine, target: str = "head", version_locations: Sequence[st
 
 def current_revision(conn: Connection) -> str | None:
     """The revision the warehouse is at, or None when it is not versioned (no version table, or an empty one)."""
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
@@ -140,7 +147,10 @@ def bring_to_baseline(conn: Connection, script: ScriptDirectory | None = None) -
 
 def baseline_metadata(script: ScriptDirectory | None = None) -> MetaData:
     """The tables and indexes revision 0001 creates, as a ``MetaData`` (its ``create_schema`` run on a recorder)."""
-    script = script or ScriptDirectory.from_config(alembic_config())
+    if script is None:
+        from alembic.script import ScriptDirectory
+
+        script = ScriptDirectory.from_config(alembic_config())
     revision = script.get_revision(BASELINE)
     if revision is None:  # pragma: no cover - the baseline ships with the package
         raise RuntimeError(f"revision {BASELINE} is missing from {MIGRATIONS}")
@@ -173,6 +183,9 @@ def _has_warehouse_tables(conn: Connection, script: ScriptDirectory) -> bool:
 
 def _check_known(script: ScriptDirectory, current: str) -> None:
     """Refuse a warehouse at a revision these scripts do not know (a newer provider migrated it)."""
+    from alembic.script.revision import RevisionError
+    from alembic.util.exc import CommandError
+
     try:
         script.get_revision(current)
     except (CommandError, RevisionError) as error:
