@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import orjson
+from findings_emulator.testing import stop_process_group
 
 ISSUE_TYPES = ("sast", "sca")
 PAGE_SIZE = 3000
@@ -288,15 +289,7 @@ class PageServerProcess:
 
     def stop(self) -> None:
         """Terminate the server's process group (by its pid) and wait for it."""
-        if self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGTERM)
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        stop_process_group(self._process)
         if self._process.stdout is not None:
             self._process.stdout.close()
         if not isinstance(self._log, int):  # a file of our own, not subprocess.DEVNULL

@@ -57,29 +57,29 @@ def strings(items: list[ast.expr]) -> set[str]:
     return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
 
 
-def vocabulary_copies(path: Path) -> list[str]:
+def vocabulary_copies(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line vocabulary words`` for each collection holding two or more words of one vocabulary."""
     found = []
     for line, items in collections(ast.parse(path.read_text(), str(path))):
         words = strings(items)
         for name, vocabulary_words in VOCABULARIES.items():
             if len(words & vocabulary_words) >= 2:
-                found.append(f"{path.relative_to(ROOT)}:{line} {name} {sorted(words & vocabulary_words)}")
+                found.append(f"{path.relative_to(root)}:{line} {name} {sorted(words & vocabulary_words)}")
     return found
 
 
-def maxima_copies(path: Path) -> list[str]:
+def maxima_copies(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line number`` for each integer constant equal to an API maximum."""
-    return [f"{path.relative_to(ROOT)}:{node.lineno} {node.value}"
+    return [f"{path.relative_to(root)}:{node.lineno} {node.value}"
             for node in ast.walk(ast.parse(path.read_text(), str(path)))
             if isinstance(node, ast.Constant) and type(node.value) is int and node.value in MAXIMA]
 
 
-def dag_id_copies(path: Path) -> list[str]:
+def dag_id_copies(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line name`` for each collection holding every id of one of ``dag_defaults``' lists (a test that picks
     a few DAGs on purpose names them, and a dict keyed by DAG id says something per DAG; a copy of a whole list
     is what drifts)."""
-    return [f"{path.relative_to(ROOT)}:{line} {name}"
+    return [f"{path.relative_to(root)}:{line} {name}"
             for line, items in collections(ast.parse(path.read_text(), str(path)), dicts=False)
             for name, ids in DAG_LISTS.items() if ids <= strings(items)]
 
@@ -115,9 +115,4 @@ def test_the_checks_find_a_copy(tmp_path):
 
 def _scan(path: Path) -> list[str]:
     """All three scanners over a file outside the repository (reported relative to its folder)."""
-    global ROOT
-    saved, ROOT = ROOT, path.parent
-    try:
-        return vocabulary_copies(path) + maxima_copies(path) + dag_id_copies(path)
-    finally:
-        ROOT = saved
+    return vocabulary_copies(path, path.parent) + maxima_copies(path, path.parent) + dag_id_copies(path, path.parent)

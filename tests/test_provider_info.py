@@ -87,11 +87,6 @@ def _classes(module: str, base: type) -> list[str]:
             and not name.startswith("_")]
 
 
-def _package_modules(package: str) -> list[str]:
-    folder = Path(findings_provider.__file__).parent / package
-    return [f"findings_provider.{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if not p.stem.startswith("_")]
-
-
 def test_every_public_module_and_class_is_declared() -> None:
     """A new operator, sensor, trigger or hook module, operator link, notifier or plugin is declared without an
     edit to the provider info (it is discovered); a module that holds none is not declared."""
@@ -103,9 +98,9 @@ def test_every_public_module_and_class_is_declared() -> None:
     bases = {"hooks": BaseHook, "operators": BaseOperator, "sensors": BaseSensorOperator, "triggers": BaseTrigger}
     for section, base in bases.items():
         [entry] = info[section]
-        holding = {m for m in _package_modules(section) if _classes(m, base)}
+        holding = {m for m in findings_provider._modules(section) if _classes(m, base)}
         assert set(entry["python-modules"]) == holding - {"findings_provider.operators.base"}, section
-    operators = [c for m in _package_modules("operators") for c in _classes(m, BaseOperator)]
+    operators = [c for m in findings_provider._modules("operators") for c in _classes(m, BaseOperator)]
     links = set()
     for dotted in operators:
         module, _, name = dotted.rpartition(".")

@@ -35,6 +35,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    """Terminate ``process`` and its process group (it leads one: ``start_new_session``), by its pid: SIGTERM, then
+    SIGKILL after 10 s; wait for it."""
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
 class EmulatorAdmin:
     """A client of a running emulator: its admin routes (``/_emulator/...``, loopback only; see ``README.md``) and,
     through :meth:`client`, its API. :class:`EmulatorProcess` is one; the stack launcher makes one for the
@@ -181,15 +196,7 @@ class EmulatorProcess(EmulatorAdmin):
     def stop(self) -> None:
         """Terminate the emulator's process group (by its pid) and wait for it."""
         self.close()
-        if self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGTERM)
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        stop_process_group(self._process)
         if self._own_log:
             self.log_path.unlink(missing_ok=True)
 

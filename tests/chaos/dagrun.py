@@ -22,13 +22,11 @@ from typing import Any
 
 import yaml
 from findings_emulator.testing import EmulatorProcess
-from findings_provider.dag_defaults import FINDINGS_DAGS
 
 from chaos.harness import api_connection, tally, warehouse_uri
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
-PIPELINE_DAGS = FINDINGS_DAGS
 PYTHON = sys.executable
 
 RUNNER = textwrap.dedent(

@@ -21,7 +21,6 @@ from findings_provider.dag_defaults import FINDINGS_DAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
-PIPELINE_DAGS = FINDINGS_DAGS
 PYTHON = sys.executable
 
 
@@ -32,11 +31,11 @@ PYTHON = sys.executable
 def dagbag() -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
-    bags = {dag_id: DagBag(dag_folder=str(DAGS / f"{dag_id}.py")) for dag_id in PIPELINE_DAGS}
+    bags = {dag_id: DagBag(dag_folder=str(DAGS / f"{dag_id}.py")) for dag_id in FINDINGS_DAGS}
     return bags
 
 
-@pytest.mark.parametrize("dag_id", PIPELINE_DAGS)
+@pytest.mark.parametrize("dag_id", FINDINGS_DAGS)
 def test_findings_dags_are_tagged(dagbag: Any, dag_id: str) -> None:
     """The conventions every DAG follows are checked in ``test_dag_integrity.py``; these carry the findings tag."""
     assert "findings" in dagbag[dag_id].dags[dag_id].tags
@@ -58,7 +57,7 @@ def test_schedules_and_asset_chain(dagbag: Any) -> None:
     from airflow.sdk import AssetAlias
     from findings_provider.assets import FINDINGS, SCANS, TICKETS, TRIAGE
 
-    dags = {dag_id: dagbag[dag_id].dags[dag_id] for dag_id in PIPELINE_DAGS}
+    dags = {dag_id: dagbag[dag_id].dags[dag_id] for dag_id in FINDINGS_DAGS}
     assert dags["scan_monitoring"].timetable.expression == "*/15 * * * *"
     assert dags["findings_extraction"].timetable.timetable.expression == DAILY_CRON
     outlets = {(dag_id, t.task_id): (t.asset, list(t.outlets)) for dag_id, d in dags.items() for t in d.tasks

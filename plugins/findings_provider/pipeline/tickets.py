@@ -122,8 +122,7 @@ def group_findings(selected: Sequence[SelectedFinding], *, group_issues: bool = 
 
 def batch_groups(issue_type: str, policy: str, keyed: list[list[TicketGroup]], per_call: int) -> list[TicketBatch]:
     """Batches of at most ``per_call`` groups, never two groups of the same key in one batch."""
-    if not 1 <= per_call <= TICKETS_PER_CALL_MAX:
-        raise ValueError(f"tickets_per_call {per_call} is outside 1..{TICKETS_PER_CALL_MAX} (the API's limit)")
+    TICKETS_LIMIT.check(per_call, "tickets_per_call")
     queues = [list(groups) for groups in keyed if groups]
     batches = []
     while queues:

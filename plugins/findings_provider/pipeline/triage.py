@@ -74,8 +74,7 @@ class PolicyPlan:
 
 def chunked(ids: Sequence[int], size: int) -> list[list[int]]:
     """``ids`` in consecutive chunks of at most ``size`` (1..3000)."""
-    if not 1 <= size <= MAX_CHUNK:
-        raise ValueError(f"chunk_size {size} is outside 1..{MAX_CHUNK} (the API's bulk triage limit)")
+    TRIAGE_LIMIT.check(size, "chunk_size")
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 

@@ -211,8 +211,8 @@ class Warehouse:
         """SQLite, with history (findings): rows not stored yet by a plain ``INSERT``, the others by the upsert.
 
         With the history trigger on the table, SQLite's ``INSERT ... ON CONFLICT DO UPDATE`` costs about twice the
-        CPU of a plain ``INSERT`` even for rows that do not conflict (measured: 5.3 s against 2.9 s per 100,000
-        findings of a first load), so the stored keys of the page are looked up first (one indexed query per
+        CPU of a plain ``INSERT`` even for rows that do not conflict (the first load's figures before and after are
+        in ``bench/README.md``), so the stored keys of the page are looked up first (one indexed query per
         issue type) and only the rows already stored go through the upsert. The write lock is taken before the
         lookup (``BEGIN IMMEDIATE``): no other writer can store one of the new keys in between.
         """
