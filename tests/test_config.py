@@ -79,7 +79,8 @@ def test_a_secrets_policy_selects_on_validation_state_in_either_spelling(tmp_pat
     import orjson
     from findings_provider.config import FindingSelector
     from findings_provider.pipeline.selection import select_findings
-    from findings_provider.warehouse import Warehouse, finding_rows, make_engine
+    from findings_provider.warehouse import finding_rows
+    from fixtures import make_warehouse
 
     selector = FindingSelector(status=["FINDING_STATUS_OPEN"],
                                validation_state=["VALIDATION_STATE_CONFIRMED_VALID", "valid", "no_validator"])
@@ -88,8 +89,7 @@ def test_a_secrets_policy_selects_on_validation_state_in_either_spelling(tmp_pat
     with pytest.raises(ValueError, match="validation_state"):
         FindingSelector(validation_state=["works"])
 
-    warehouse = Warehouse(make_engine(f"sqlite:///{tmp_path / 'w.db'}"))
-    warehouse.create_all()
+    warehouse = make_warehouse(tmp_path / "w.db")
     secrets = [
         {"id": "1", "status": "FINDING_STATUS_OPEN", "validationState": "VALIDATION_STATE_CONFIRMED_VALID"},
         {"id": "2", "status": "FINDING_STATUS_OPEN", "validationState": "VALIDATION_STATE_CONFIRMED_INVALID"},

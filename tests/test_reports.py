@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 from findings_provider.operators.findings import FindingsSummaryOperator
 from findings_provider.reports import Chart, write_report
-from findings_provider.warehouse import Warehouse, finding_row_from_dict, make_engine
+from findings_provider.warehouse import finding_row_from_dict
+from fixtures import connect, make_warehouse
 
 HYPERLINK = '=HYPERLINK("http://evil","x")'
 SCRIPT = "<script>alert(1)</script>"
@@ -43,14 +44,13 @@ def open_finding(finding_id: int, repository: str, severity: str = "high") -> di
 def summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The summary operator's result over open findings of ``REPOSITORIES`` (names as the service sent them)."""
     path = tmp_path / "wh.db"
-    warehouse = Warehouse(make_engine(f"sqlite:///{path}"))
-    warehouse.create_all()
+    warehouse = make_warehouse(path)
     findings = [
         open_finding(1000 * n + i, name) for n, (name, count) in enumerate(REPOSITORIES.items()) for i in range(count)
     ]
     warehouse.upsert_findings([finding_row_from_dict("sast", f) for f in findings])
     warehouse.engine.dispose()
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{path}")
+    connect(monkeypatch, warehouse=path)
     monkeypatch.setenv("FINDINGS_REPORT_DIR", str(tmp_path / "reports"))
     return FindingsSummaryOperator(task_id="summary", report_name="summary").execute({})
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from findings_emulator.faults import ACT_KINDS
 from findings_emulator.testing import EmulatorProcess
+from fixtures import sqlite_url
 
 #: A distinctive token: nothing else in the project, the data or the logs contains it by chance.
 TOKEN = "fp-chaos-T0KEN-7c1e9b2a5d"
@@ -324,4 +325,5 @@ def api_connection(emu: EmulatorProcess, *, token: str = TOKEN, timeout: float =
 
 
 def warehouse_uri(path: Path) -> str:
-    return f"sqlite:///{Path(path).resolve()}"
+    """The URL of the SQLite warehouse file ``path``."""
+    return sqlite_url(path)

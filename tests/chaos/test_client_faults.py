@@ -25,6 +25,7 @@ from findings_provider.client import (
     ServerError,
     TransportError,
 )
+from fixtures import client_of
 
 from chaos.harness import (
     FAULT_KINDS,
@@ -49,9 +50,8 @@ def make_client(emu: EmulatorProcess, max_retries: int = 4, total_timeout: float
     policy.setdefault("backoff_base", 0.02)
     policy.setdefault("backoff_max", 0.2)
     policy.setdefault("max_total_seconds", 60.0)
-    return FindingsClient(emu.base_url, TOKEN, deployment_id=emu.deployment_id, deployment_slug=emu.deployment_slug,
-                          timeout=TIMEOUT, total_timeout=total_timeout,
-                          retry_policy=RetryPolicy(max_retries=max_retries, rng=random.Random(7), **policy))
+    return client_of(emu, timeout=TIMEOUT, total_timeout=total_timeout,
+                     retry_policy=RetryPolicy(max_retries=max_retries, rng=random.Random(7), **policy))
 
 
 def pull(client: FindingsClient, issue_type: str) -> dict[int, dict[str, Any]]:

@@ -22,13 +22,12 @@ import pytest
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.pipeline import extraction
-from findings_provider.warehouse import Warehouse, make_engine
+from fixtures import client_of, connection_env, make_warehouse
 from present import present
 
 from chaos.dagrun import RunResult, Stack, dag_stack
 from chaos.harness import (
     FAULT_KINDS,
-    TOKEN,
     _instant,
     api_requests,
     assert_complete_and_exact,
@@ -43,7 +42,6 @@ from chaos.harness import (
     warehouse_findings,
     warehouse_rows,
     warehouse_state,
-    warehouse_uri,
 )
 
 pytestmark = pytest.mark.chaos
@@ -87,7 +85,7 @@ def env(stack: Stack, request: pytest.FixtureRequest) -> Iterator[dict[str, str]
     stack.emulator.reset()
     name = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
     stack.warehouse = stack.work / f"warehouse-{name}.db"
-    yield {**stack.connect(), "AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT": warehouse_uri(stack.warehouse)}
+    yield {**stack.connect(), **connection_env(warehouse=stack.warehouse)}
     settle(stack.emulator)
 
 
@@ -123,14 +121,12 @@ def run_until_complete(stack: Stack, dag_id: str, env: dict[str, str], check: An
 
 
 def api_client(emu: EmulatorProcess) -> FindingsClient:
-    return FindingsClient(emu.base_url, TOKEN, deployment_id=emu.deployment_id, deployment_slug=emu.deployment_slug,
-                          retry_policy=RetryPolicy(max_retries=0, rng=random.Random(0)))
+    return client_of(emu, retry_policy=RetryPolicy(max_retries=0, rng=random.Random(0)))
 
 
 def preload(stack: Stack) -> None:
     """Fill the warehouse fault-free (the state triage and ticket creation start from)."""
-    warehouse = Warehouse(make_engine(warehouse_uri(stack.warehouse)))
-    warehouse.create_all()
+    warehouse = make_warehouse(stack.warehouse)
     with api_client(stack.emulator) as client:
         extraction.run_extraction(client, warehouse, ["sast", "sca"], page_size=3000)
     warehouse.engine.dispose()

@@ -24,8 +24,9 @@ from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config, load_projects_file
 from findings_provider.dag_defaults import API_POOL, GOVERNANCE_DAGS
 from findings_provider.text import md_escape
-from findings_provider.warehouse import Warehouse, finding_row_from_dict, make_engine
+from findings_provider.warehouse import Warehouse, finding_row_from_dict
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes
+from fixtures import client_of, connect, make_warehouse, running_emulator
 from hitl import Approver
 from hitl import run_with_answer as answered
 from present import present
@@ -41,9 +42,7 @@ APPROVAL_TASK = "approve_policy_changes"
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[Any]:
-    from findings_emulator.testing import EmulatorProcess
-
-    with EmulatorProcess(findings=200) as emu:
+    with running_emulator(findings=200) as emu:
         yield emu
 
 
@@ -52,16 +51,13 @@ def environment(emulator, tmp_path_factory) -> Iterator[Warehouse]:
     """Connections to the emulator and a fresh warehouse, and the Airflow metadata database; yields the warehouse."""
     path = tmp_path_factory.mktemp("governance") / "warehouse.db"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emulator.connection_json())
-        mp.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{path}")
+        connect(mp, emulator=emulator, warehouse=path)
         from airflow.utils.db import initdb
 
         initdb()
-        engine = make_engine(f"sqlite:///{path}")
-        warehouse = Warehouse(engine)
-        warehouse.create_all()
+        warehouse = make_warehouse(path)
         yield warehouse
-        engine.dispose()
+        warehouse.engine.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +69,7 @@ def dagbag():
 
 @pytest.fixture
 def client(emulator) -> Iterator[FindingsClient]:
-    with FindingsClient(
-        emulator.base_url,
-        emulator.token,
-        deployment_id=emulator.deployment_id,
-        deployment_slug=emulator.deployment_slug,
-    ) as api:
+    with client_of(emulator) as api:
         yield api
 
 

@@ -133,10 +133,9 @@ def warehouse_of(stack: dict[str, Any]) -> Any:
 
 
 def api_client(emu: EmulatorProcess) -> Any:
-    from findings_provider.client import FindingsClient
+    from fixtures import client_of
 
-    return FindingsClient(emu.base_url, emu.token, deployment_id=emu.deployment_id,
-                          deployment_slug=emu.deployment_slug)
+    return client_of(emu)
 
 
 def log_since(emu: EmulatorProcess, seq: int, operation: str | None = None) -> list[dict[str, Any]]:

@@ -6,14 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_provider.warehouse import Warehouse, finding_row_from_dict, make_engine
+from findings_provider.warehouse import Warehouse, finding_row_from_dict
+from fixtures import make_warehouse
 
 
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Warehouse:
-    store = Warehouse(make_engine(f"sqlite:///{tmp_path / 'warehouse.db'}"))
-    store.create_all()
-    return store
+    return make_warehouse(tmp_path / "warehouse.db")
 
 
 def finding(finding_id: int, issue_type: str = "sast", **fields: Any) -> tuple:

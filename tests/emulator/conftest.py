@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from findings_emulator.testing import EmulatorProcess
+from fixtures import running_emulator
 
 from .emulator_helpers import FINDINGS, NO_WEB_API_TOKEN
 
@@ -14,7 +15,7 @@ from .emulator_helpers import FINDINGS, NO_WEB_API_TOKEN
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorProcess]:
     """A running emulator with 3000 findings and a token lacking Web API access."""
-    with EmulatorProcess(findings=FINDINGS, extra_args=("--no-web-api-token", NO_WEB_API_TOKEN)) as emu:
+    with running_emulator(findings=FINDINGS, extra_args=("--no-web-api-token", NO_WEB_API_TOKEN)) as emu:
         yield emu
 
 

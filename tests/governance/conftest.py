@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from findings_provider.client import FindingsClient
-from findings_provider.warehouse import Warehouse, make_engine
-from sqlalchemy.engine import URL
+from findings_provider.warehouse import Warehouse
+from fixtures import client_of, connect, make_warehouse, running_emulator
 
 
 @pytest.fixture
@@ -23,19 +23,15 @@ def warehouse_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
     """An empty warehouse in a SQLite file, tables created."""
-    engine = make_engine(URL.create("sqlite", database=str(warehouse_path)))
-    wh = Warehouse(engine)
-    wh.create_all()
+    wh = make_warehouse(warehouse_path)
     yield wh
-    engine.dispose()
+    wh.engine.dispose()
 
 
 @pytest.fixture(scope="session")
 def emulator_process() -> Iterator[Any]:
     """One emulator subprocess for the governance tests (seed 42: 12 projects, 2 policies, 300 dependencies)."""
-    from findings_emulator.testing import EmulatorProcess
-
-    with EmulatorProcess(findings=200) as emu:
+    with running_emulator(findings=200) as emu:
         yield emu
 
 
@@ -48,12 +44,7 @@ def emulator(emulator_process: Any) -> Any:
 
 @pytest.fixture
 def client(emulator: Any) -> Iterator[FindingsClient]:
-    with FindingsClient(
-        emulator.base_url,
-        emulator.token,
-        deployment_id=emulator.deployment_id,
-        deployment_slug=emulator.deployment_slug,
-    ) as api:
+    with client_of(emulator) as api:
         yield api
 
 
@@ -61,8 +52,7 @@ def client(emulator: Any) -> Iterator[FindingsClient]:
 def connections(emulator: Any, warehouse: Warehouse, warehouse_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default API and warehouse connections, as ``AIRFLOW_CONN_*`` variables naming the emulator and
     the test's warehouse file."""
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emulator.connection_json())
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
+    connect(monkeypatch, emulator=emulator, warehouse=warehouse_path)
 
 
 def writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from findings_provider.operators.dependencies import (
 )
 from findings_provider.warehouse import dependency_rows
 from findings_provider.warehouse.schema import dependencies, dependency_repositories
+from fixtures import connect, running_emulator
 from sqlalchemy import select
 from task_context import FakeTaskInstance, run_operator
 
@@ -135,17 +136,14 @@ def test_report_has_licence_and_widespread_tables_and_charts(emulator, tmp_path:
 @pytest.fixture(scope="module")
 def real_emulator():
     """An emulator speaking the real service's dialect (dependencies without ids, digit-string cursors)."""
-    from findings_emulator.testing import EmulatorProcess
-
-    with EmulatorProcess(findings=50, dialect="real") as emu:
+    with running_emulator(findings=50, dialect="real") as emu:
         yield emu
 
 
 def test_a_real_dialect_inventory_loads_completely(real_emulator, warehouse, warehouse_path, monkeypatch, tmp_path):
     from findings_provider.client.dependency_identity import dependency_key
 
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", real_emulator.connection_json(max_retries=0))
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
+    connect(monkeypatch, emulator=real_emulator, warehouse=warehouse_path, max_retries=0)
     ti = FakeTaskInstance()
 
     deps = run_operator(ExtractDependenciesOperator(task_id="deps", page_size=120), ti)

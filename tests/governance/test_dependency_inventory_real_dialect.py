@@ -18,6 +18,7 @@ from findings_provider.governance.dependency_inventory import (
     extract_repositories,
 )
 from findings_provider.warehouse.schema import dependencies
+from fixtures import make_warehouse
 from sqlalchemy import select
 
 
@@ -147,19 +148,13 @@ def test_a_real_dialect_inventory_loads_and_reports_like_the_reference(warehouse
     assert widespread.loc["github.com/pkg/errors (gomod)", "repositories"] == 2
 
     # the same inventory in the reference's shape: the same report
-    warehouse_path = tmp_path / "reference.db"
-    from findings_provider.warehouse import Warehouse, make_engine
-    from sqlalchemy.engine import URL
-
-    engine = make_engine(URL.create("sqlite", database=str(warehouse_path)))
-    reference = Warehouse(engine)
-    reference.create_all()
+    reference = make_warehouse(tmp_path / "reference.db")
     try:
         with client_for(Api(REF_PAGES, REAL_REPOS[:1])) as client:
             extract_dependencies(client, reference)
         assert licence_counts(reference) == real_counts
     finally:
-        engine.dispose()
+        reference.engine.dispose()
 
 
 def test_a_real_page_is_pruned_by_its_canonical_keys(warehouse):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from findings_provider.operators.dependencies import DependencyReportOperator
 from findings_provider.warehouse import dependency_repository_rows, dependency_rows
+from fixtures import connect
 from task_context import FakeTaskInstance, run_operator
 
 PACKAGE = "=cmd|' /C calc'!A0"
@@ -26,7 +27,7 @@ def read_csv(path: str) -> list[list[str]]:
 def test_report_csv_marks_formula_like_names_as_text(
     warehouse, warehouse_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
+    connect(monkeypatch, warehouse=warehouse_path)
     warehouse.upsert_dependencies(
         dependency_rows(
             [

@@ -14,6 +14,7 @@ import pytest
 from findings_provider.config import ModeRule
 from findings_provider.operators.policies import ProposePolicyChangesOperator
 from findings_provider.warehouse import policy_rule_rows
+from fixtures import connect
 from markdown_it import MarkdownIt
 from markdown_view import paragraph_text, table_rows
 from task_context import FakeTaskInstance, run_operator
@@ -34,7 +35,7 @@ NOISY = ModeRule(
 @pytest.fixture
 def proposal(warehouse, warehouse_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Every rule of ``PATHS`` noisy in block mode: the real operator proposes monitor mode for each."""
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{warehouse_path}")
+    connect(monkeypatch, warehouse=warehouse_path)
     rules = [{"id": str(610000 + i), "path": path, "policyMode": "MODE_BLOCK"} for i, path in enumerate(PATHS)]
     warehouse.upsert_policy_rules(policy_rule_rows(POLICY, rules))
     writer = FindingWriter(warehouse)

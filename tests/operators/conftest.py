@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 from findings_emulator.testing import EmulatorProcess
-from findings_provider.warehouse import Warehouse, make_engine
+from findings_provider.warehouse import Warehouse
+from fixtures import connect, make_warehouse, running_emulator
 from task_context import make_context
 
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorProcess]:
-    with EmulatorProcess(findings=400) as emu, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emu.connection_json())
+    """One emulator per module with 400 findings, named by the default API connection."""
+    with running_emulator(findings=400, default_connection=True) as emu:
         yield emu
 
 
@@ -29,11 +30,9 @@ def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
 def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
     """A warehouse file named by the default warehouse connection."""
     path = tmp_path / "wh.db"
-    monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", f"sqlite:///{path}")
+    connect(monkeypatch, warehouse=path)
     monkeypatch.setenv("FINDINGS_REPORT_DIR", str(tmp_path / "reports"))
-    warehouse = Warehouse(make_engine(f"sqlite:///{path}"))
-    warehouse.create_all()
-    return warehouse
+    return make_warehouse(path)
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import pytest
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.warehouse import Warehouse
+from fixtures import client_of, make_warehouse, running_emulator
 
-from .fakes import FakeApi, make_warehouse
+from .fakes import FakeApi
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def api() -> FakeApi:
 def emulator() -> Iterator[EmulatorProcess]:
     """An emulator subprocess with 600 findings, 60 of them AI-detected, so that it serves every issue type
     (module-scoped; tests that change data reset it)."""
-    with EmulatorProcess(findings=600, extra_args=("--ai-findings", "60")) as emu:
+    with running_emulator(findings=600, extra_args=("--ai-findings", "60")) as emu:
         yield emu
 
 
@@ -45,11 +46,5 @@ def fresh_emulator(emulator: EmulatorProcess) -> EmulatorProcess:
 
 @pytest.fixture
 def emulator_client(fresh_emulator: EmulatorProcess) -> Iterator[FindingsClient]:
-    with FindingsClient(
-        fresh_emulator.base_url,
-        fresh_emulator.token,
-        deployment_id=fresh_emulator.deployment_id,
-        deployment_slug=fresh_emulator.deployment_slug,
-        retry_policy=RetryPolicy(max_retries=1, backoff_base=0.05),
-    ) as client:
+    with client_of(fresh_emulator, retry_policy=RetryPolicy(max_retries=1, backoff_base=0.05)) as client:
         yield client

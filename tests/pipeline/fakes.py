@@ -5,21 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import httpx
 from findings_provider.client import FindingsClient, RetryPolicy
-from findings_provider.warehouse import Warehouse, make_engine
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=timezone.utc)
-
-
-def make_warehouse(path: Path) -> Warehouse:
-    """A warehouse in a SQLite file, tables created."""
-    warehouse = Warehouse(make_engine(f"sqlite:///{path}"))
-    warehouse.create_all()
-    return warehouse
 
 
 def finding(

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import pytest
 from dialect_compare import canonical_differences, finding_rows_of
-from findings_emulator.testing import EmulatorProcess
-from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import extraction, tickets, triage
-
-from .fakes import make_warehouse
+from fixtures import client_of, make_warehouse, running_emulator
 
 pytestmark = pytest.mark.integration
 CONFIG = load_pipeline_config()
 
 def run_pipeline(dialect: str, path) -> dict:
-    with EmulatorProcess(findings=600, dialect=dialect) as emu, FindingsClient(
-        emu.base_url, emu.token, deployment_id=emu.deployment_id, deployment_slug=emu.deployment_slug
-    ) as client:
+    with running_emulator(findings=600, dialect=dialect) as emu, client_of(emu) as client:
         warehouse = make_warehouse(path)
         extraction.run_extraction(client, warehouse, ["sast", "sca", "secrets"], full_refresh=True)
         policies = CONFIG.autotriage_triage.policies

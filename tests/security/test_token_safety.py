@@ -24,14 +24,14 @@ from urllib.parse import quote
 
 import pytest
 from chaos.dagrun import DAGS, Stack, dag_stack
-from chaos.harness import TOKEN, settle, start_emulator, tally, warehouse_uri
+from chaos.harness import TOKEN, settle, start_emulator, tally
 from findings_emulator.faults import OPERATIONS
 from findings_emulator.testing import EmulatorProcess
-from findings_provider.client import FindingsClient, RetryPolicy
+from findings_provider.client import RetryPolicy
 from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.hooks.findings_api import FindingsApiHook
 from findings_provider.pipeline import extraction
-from findings_provider.warehouse import Warehouse, make_engine
+from fixtures import client_of, connection_env, make_warehouse
 
 pytestmark = pytest.mark.integration
 ALL_DAGS = sorted(p.stem for p in DAGS.glob("*.py") if not p.name.startswith("_"))
@@ -73,12 +73,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def preload(emu: EmulatorProcess, path: Path) -> None:
-    warehouse = Warehouse(make_engine(warehouse_uri(path)))
-    warehouse.create_all()
-    client = FindingsClient(emu.base_url, TOKEN, deployment_id=emu.deployment_id,
-                            deployment_slug=emu.deployment_slug, retry_policy=RetryPolicy(max_retries=0,
-                                                                                          rng=random.Random(0)))
-    with client:
+    warehouse = make_warehouse(path)
+    with client_of(emu, retry_policy=RetryPolicy(max_retries=0, rng=random.Random(0))) as client:
         extraction.run_extraction(client, warehouse, ["sast", "sca"])
     warehouse.engine.dispose()
 
@@ -103,7 +99,7 @@ def test_the_token_appears_nowhere_after_every_dag_ran_and_failed(stack: Stack, 
         emu.reset()
         warehouse = stack.work / f"warehouse-{kind}.db"
         preload(emu, warehouse)
-        env = {**conn, "AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT": warehouse_uri(warehouse)}
+        env = {**conn, **connection_env(warehouse=warehouse)}
         for dag_id in ALL_DAGS:
             emu.clear_faults()
             # the writes re-read their findings first: the findings listing answers, so that the write itself

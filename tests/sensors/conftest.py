@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 from findings_emulator.testing import EmulatorProcess
+from fixtures import running_emulator
 from task_context import FakeTaskInstance, make_context
 
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorProcess]:
-    with EmulatorProcess(findings=100) as emu, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIRFLOW_CONN_FINDINGS_API_DEFAULT", emu.connection_json())
+    """One emulator per module with 100 findings, named by the default API connection."""
+    with running_emulator(findings=100, default_connection=True) as emu:
         yield emu
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from findings_provider.warehouse import Warehouse, make_engine
+from fixtures import sqlite_url
 from sqlalchemy import MetaData, exc
 from sqlalchemy.engine import Engine, make_url
 
@@ -41,7 +42,7 @@ def postgres_schema_url() -> Iterator[str]:
 @pytest.fixture
 def sqlite_engine(tmp_path) -> Iterator[Engine]:
     """An engine on a fresh SQLite file."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    engine = make_engine(sqlite_url(tmp_path / "warehouse.db"))
     yield engine
     engine.dispose()
 
