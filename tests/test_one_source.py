@@ -1,9 +1,10 @@
-"""One source per fact: the API's vocabularies and maxima and the DAG ids are written out once.
+"""One source per fact: the API's vocabularies and maxima, the DAG ids and the tests' fixtures are written out once.
 
 The vocabularies live in ``client/vocabulary.py``, the limits in ``client/limits.py``, the DAG ids in
 ``dag_defaults.py``; everything else imports them. These tests read the source (no imports, so a copy is found
 wherever it sits) and fail when a second literal copy appears: a collection of two or more words of one
-vocabulary, an API maximum written as a number, or a list of two or more DAG ids.
+vocabulary, an API maximum written as a number, or a list of two or more DAG ids. The same holds for the tests'
+own helpers: a warehouse is built by ``tests/fixtures.py`` and the fake task instance is ``tests/task_context.py``'s.
 """
 
 from __future__ import annotations
@@ -97,6 +98,60 @@ def test_no_second_list_of_dag_ids(path):
     assert not copies, "import the DAG ids from findings_provider.dag_defaults instead:\n" + "\n".join(copies)
 
 
+#: Where the tests' fixtures are defined.
+TESTS = ROOT / "tests"
+TASK_CONTEXT = TESTS / "task_context.py"
+#: The only places that build a warehouse themselves (an engine of ``make_engine`` and ``create_all()``): the shared
+#: fixtures; the warehouse's own tests (creating the tables is what they test, on SQLite and PostgreSQL); the crash
+#: tests' child process (run outside pytest, without ``tests/`` on its path); the PostgreSQL fault tests (the faults
+#: hook into the engine they build).
+WAREHOUSE_BUILDERS = (TESTS / "fixtures.py", TESTS / "warehouse", TESTS / "chaos" / "crash_driver.py",
+                      TESTS / "chaos" / "test_postgres_faults.py")
+
+
+def _calls(scope: ast.AST) -> set[str]:
+    """The names called in ``scope``'s own body (a function nested in it is a scope of its own)."""
+    names: set[str] = set()
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.add(func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "")
+        todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def fixture_copies(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line what`` for each function (or module body) that builds a warehouse, calling ``make_engine`` and
+    ``create_all``, and each ``class FakeTaskInstance``."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "FakeTaskInstance":
+            found.append(f"{path.relative_to(root)}:{node.lineno} class FakeTaskInstance")
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef) \
+                and {"make_engine", "create_all"} <= _calls(node):
+            line, name = (1, "module") if isinstance(node, ast.Module) else (node.lineno, node.name)
+            found.append(f"{path.relative_to(root)}:{line} {name} builds a warehouse")
+    return found
+
+
+def _allowed(path: Path, copy: str) -> bool:
+    if copy.endswith("class FakeTaskInstance"):
+        return path == TASK_CONTEXT
+    return any(path == place or place in path.parents for place in WAREHOUSE_BUILDERS)
+
+
+@pytest.mark.parametrize("path", python_files(TESTS), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_second_warehouse_builder_or_fake_task_instance(path):
+    copies = [copy for copy in fixture_copies(path) if not _allowed(path, copy)]
+    assert not copies, ("use tests/fixtures.py (make_warehouse) and tests/task_context.py (FakeTaskInstance) "
+                        "instead:\n" + "\n".join(copies))
+
+
 def test_the_checks_find_a_copy(tmp_path):
     """The scanners themselves: each kind of copy is found, and the imported forms are not."""
     copy = tmp_path / "copy.py"
@@ -111,6 +166,22 @@ def test_the_checks_find_a_copy(tmp_path):
                      "FindingStatus ['fixing', 'open']", "TriageState ['fixing', 'reopened']", "3000",
                      "GOVERNANCE_DAGS"])
     assert _scan(clean) == []
+
+
+def test_the_fixture_check_finds_a_copy(tmp_path):
+    """The fixture scanner: a warehouse built in a fixture or at module level, and a second fake task instance,
+    are found; a warehouse from the shared helper and an engine alone are not."""
+    copy = tmp_path / "copy.py"
+    copy.write_text("@pytest.fixture\ndef warehouse(tmp_path):\n    store = Warehouse(make_engine(URL))\n"
+                    "    store.create_all()\n    return store\n\n"
+                    "ENGINE = make_engine(URL)\nWarehouse(ENGINE).create_all()\n\n"
+                    "class FakeTaskInstance:\n    pass\n")
+    clean = tmp_path / "clean.py"
+    clean.write_text("def warehouse(tmp_path):\n    return make_warehouse(tmp_path / 'w.db')\n\n"
+                     "def engine():\n    return make_engine(URL)\n")
+    assert sorted(copy.split(" ", 1)[1] for copy in fixture_copies(copy, tmp_path)) == [
+        "class FakeTaskInstance", "module builds a warehouse", "warehouse builds a warehouse"]
+    assert fixture_copies(clean, tmp_path) == []
 
 
 def _scan(path: Path) -> list[str]:
