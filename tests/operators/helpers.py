@@ -1,10 +1,15 @@
-"""Steps several operator test modules share: a first extraction, a person's answer to an approval request."""
+"""What several operator test modules share: a first extraction, a person's answer to an approval request, the
+client of the default API connection."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from findings_provider.client import FindingsClient
+from findings_provider.hooks.findings_api import FindingsApiHook
 from findings_provider.operators.findings import ExtractFindingsOperator
 from task_context import make_context
 
@@ -19,3 +24,13 @@ def answer(operator: Any, context: dict[str, Any], choice: str, by: str = "alice
     event = {"chosen_options": [choice], "params_input": {}, "responded_at": datetime.now(timezone.utc),
              "responded_by_user": {"id": "7", "name": by}}
     return operator.execute_complete(context, event)
+
+
+@contextmanager
+def default_api() -> Iterator[FindingsClient]:
+    """The client of the default API connection (the emulator's), as an operator gets it."""
+    hook = FindingsApiHook()
+    try:
+        yield hook.client
+    finally:
+        hook.close()
