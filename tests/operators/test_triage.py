@@ -68,3 +68,23 @@ def test_rejected_approval_marks_the_plan_and_nothing_is_sent(fresh, warehouse) 
     seq = seq_of(fresh)
     BulkTriageOperator(task_id="triage", action_ids=action_ids).execute(ctx)
     assert ops(fresh, seq, "triage") == []
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"dry_run": "maybe"}, "dry_run = 'maybe' is not a boolean; use true or false"),
+    ({"max_findings": "0"}, "max_findings = 0 must be >= 1"),
+    ({"approval_threshold": "many"}, "approval_threshold = 'many' is not an integer"),
+])
+def test_plan_refuses_a_bad_templated_value_naming_it(fresh, warehouse, context, kwargs, message) -> None:
+    assert {"dry_run", "approval_threshold", "max_findings"} <= set(PlanTriageOperator.template_fields)
+    with pytest.raises(AirflowFailException, match=message):
+        PlanTriageOperator(task_id="plan", **kwargs).execute(context)
+    with warehouse.engine.connect() as conn:
+        assert conn.execute(select(triage_actions)).all() == []
+    assert fresh.requests() == []
+
+
+def test_triage_refuses_action_ids_that_are_not_ids_before_any_request(fresh, warehouse, context) -> None:
+    with pytest.raises(AirflowFailException, match=r"action_ids: \['a'\] are not integers"):
+        BulkTriageOperator(task_id="triage", action_ids="['a', 2]").execute(context)
+    assert fresh.requests() == []
