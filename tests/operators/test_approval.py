@@ -1,7 +1,8 @@
-"""The write operators check the approval themselves: above a cap nothing is sent without a person's answer.
+"""The approval step: the branch to it, the answer it records, and the write operators that check that record.
 
-Against the emulator, through connections; the approval task's completion handler is driven with the event the
-Human-in-the-loop trigger sends (as in production), and "marked successful by hand" is a run without it.
+Above a cap nothing is sent without a person's answer. Against the emulator, through connections; the approval
+task's completion handler is driven with the event the Human-in-the-loop trigger sends (as in production), and
+"marked successful by hand" is a run without it.
 """
 
 from __future__ import annotations
@@ -11,25 +12,56 @@ from datetime import datetime, timezone
 import pytest
 from airflow.sdk import DAG
 from findings_provider.compat import AirflowFailException
-from findings_provider.operators.approval import PlanApprovalOperator
-from findings_provider.operators.findings import ExtractFindingsOperator
+from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
+from findings_provider.pipeline import approval
+from findings_provider.values import ParamError
 
 from .conftest import make_context, seq_of
 from .conftest import ops as sent
+from .helpers import answer, extract
 
 pytestmark = pytest.mark.integration
 
 
-def answer(operator, ctx, choice):
-    event = {"chosen_options": [choice], "params_input": {}, "responded_at": datetime.now(timezone.utc),
-             "responded_by_user": {"id": "7", "name": "alice"}}
-    return operator.execute_complete(ctx, event)
+def branch(needs_approval: object) -> ApprovalBranchOperator:
+    return ApprovalBranchOperator(task_id="check", needs_approval=needs_approval, approval_task_id="approve",
+                                  proceed_task_id="triage")
+
+
+@pytest.mark.parametrize(("needs_approval", "chosen"), [(True, "approve"), ("True", "approve"), ("1", "approve"),
+                                                        (False, "triage"), ("False", "triage"), ("0", "triage")])
+def test_the_branch_asks_a_person_only_when_the_plan_needs_approval(needs_approval, chosen) -> None:
+    assert branch(needs_approval).choose_branch({}) == chosen
+
+
+def test_the_branch_refuses_a_value_that_is_not_a_boolean_naming_it() -> None:
+    assert ApprovalBranchOperator.template_fields == ("needs_approval",)
+    with pytest.raises(ParamError, match="needs_approval = 'maybe' is not a boolean; use true or false"):
+        branch("maybe").choose_branch({})
+
+
+def test_an_approval_of_an_unknown_write_is_refused_naming_the_kinds() -> None:
+    with pytest.raises(ValueError, match="kind 'deploys': expected 'triage' or 'tickets'"):
+        PlanApprovalOperator(task_id="approve", kind="deploys", subject="s", body="b")
+
+
+@pytest.mark.parametrize(("choice", "approved"), [("Approve", True), ("Reject", False)])
+def test_the_answer_is_recorded_for_the_run_with_who_gave_it(warehouse, choice, approved) -> None:
+    with DAG("record_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
+        approve = PlanApprovalOperator(task_id="approve", kind="tickets", subject="s", body="b")
+    answer(approve, make_context("answered"), choice, by="bob")
+    record = approval.get_plan(warehouse, approval.TICKETS, "answered")
+    assert record is not None
+    decision = record["decision"]
+    assert (decision["approved"], decision["by"]) == (approved, "bob")
+    assert approval.get_plan(warehouse, approval.TICKETS, "another run") is None
+    assert approval.get_plan(warehouse, approval.TRIAGE, "answered") is None
 
 
 def test_triage_above_the_cap_waits_for_a_person_and_a_hand_marked_approval_is_not_one(fresh, warehouse):
-    ExtractFindingsOperator(task_id="extract", issue_types="['sast']").execute(make_context())
+    extract("['sast']")
     ctx = make_context("capped")
     plan = PlanTriageOperator(task_id="plan", max_findings="2").execute(ctx)
     assert plan["needs_approval"] is True
@@ -51,7 +83,7 @@ def test_triage_above_the_cap_waits_for_a_person_and_a_hand_marked_approval_is_n
 
 
 def test_triage_without_a_plan_step_stops_above_the_cap(fresh, warehouse):
-    ExtractFindingsOperator(task_id="extract", issue_types="['sast']").execute(make_context())
+    extract("['sast']")
     seq = seq_of(fresh)
     policy = {"name": "tiny", "issue_type": "sast", "max_findings": 1,
               "select": {"status": ["open"], "autotriage_verdict": ["false_positive"]},
@@ -62,7 +94,7 @@ def test_triage_without_a_plan_step_stops_above_the_cap(fresh, warehouse):
 
 
 def test_tickets_above_the_cap_need_an_approval_the_write_checks(fresh, warehouse):
-    ExtractFindingsOperator(task_id="extract", issue_types="['sast', 'sca']").execute(make_context())
+    extract()
     ctx = make_context("tickets")
     plan = PlanTicketsOperator(task_id="plan", max_tickets=1).execute(ctx)
     assert plan["needs_approval"] is True

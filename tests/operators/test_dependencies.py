@@ -1,4 +1,5 @@
-"""Dependency inventory against a real emulator: complete pulls, pruning, filters, the report."""
+"""Dependency inventory operators against the emulator, through connections: complete pulls, pruning, filters,
+the report; and against an emulator speaking the real service's dialect."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from findings_provider.warehouse.schema import dependencies, dependency_reposito
 from fixtures import connect, running_emulator
 from sqlalchemy import select
 from task_context import FakeTaskInstance, run_operator
+
+pytestmark = pytest.mark.integration
 
 
 def served(emulator, path: str, key: str, body: dict | None = None) -> list[dict]:
@@ -40,16 +43,15 @@ def stored(warehouse, table, *columns) -> set[tuple]:
         return {tuple(r) for r in conn.execute(select(*(table.c[c] for c in columns)))}
 
 
-@pytest.mark.usefixtures("connections")
-def test_tables_hold_exactly_what_the_emulator_serves(emulator, warehouse):
+def test_tables_hold_exactly_what_the_emulator_serves(fresh, warehouse):
     warehouse.upsert_dependencies(dependency_rows([{"id": "1", "name": "gone", "version": "0"}]))
     ti = FakeTaskInstance()
 
     deps = run_operator(ExtractDependenciesOperator(task_id="deps", page_size=120), ti)
     repos = run_operator(ExtractDependencyRepositoriesOperator(task_id="repos", page_size=5), ti)
 
-    served_deps = served(emulator, "dependencies", "dependencies")
-    served_repos = served(emulator, "dependencies/repositories", "repositorySummaries")
+    served_deps = served(fresh, "dependencies", "dependencies")
+    served_repos = served(fresh, "dependencies/repositories", "repositorySummaries")
     assert len(served_deps) == 300
     assert stored(warehouse, dependencies, "id", "name", "version") == {
         (d["id"], d["name"], d["version"]) for d in served_deps
@@ -60,14 +62,13 @@ def test_tables_hold_exactly_what_the_emulator_serves(emulator, warehouse):
     assert (deps["dependencies"], deps["pages"], deps["removed"]) == (300, 3, 1)  # the stale row is gone
     assert (repos["repositories"], repos["pages"]) == (len(served_repos), -(-len(served_repos) // 5))
     # mixed pagination: cursor and page size in the JSON body; each cursor comes from the previous page
-    bodies = [r["body"] for r in emulator.requests() if r["operation"] == "dependencies"][:3]
+    bodies = [r["body"] for r in fresh.requests() if r["operation"] == "dependencies"][:3]
     assert [b.get("pageSize") for b in bodies] == [120, 120, 120]
     assert "cursor" not in bodies[0]
     assert bodies[1]["cursor"] == served_deps[119]["id"]
 
 
-@pytest.mark.usefixtures("connections")
-def test_filters_from_the_yaml_reach_the_api_and_narrow_the_tables(emulator, warehouse):
+def test_filters_from_the_yaml_reach_the_api_and_narrow_the_tables(fresh, warehouse):
     filters = DependencyFilters.model_validate(
         {
             "licenses": ["MIT", "Apache-2.0"],
@@ -91,28 +92,23 @@ def test_filters_from_the_yaml_reach_the_api_and_narrow_the_tables(emulator, war
     run_operator(ExtractDependenciesOperator(task_id="deps", page_size=10000, dependency_filter=flt), ti)
     run_operator(ExtractDependencyRepositoriesOperator(task_id="repos", dependency_filter=flt), ti)
 
-    logged = [r for r in emulator.requests() if r["operation"] in ("dependencies", "dependency_repositories")]
+    logged = [r for r in fresh.requests() if r["operation"] in ("dependencies", "dependency_repositories")]
     assert {r["operation"] for r in logged} == {"dependencies", "dependency_repositories"}
     assert all(r["body"]["dependencyFilter"] == flt for r in logged)
-    expected = served(emulator, "dependencies", "dependencies", {"dependencyFilter": flt})
+    expected = served(fresh, "dependencies", "dependencies", {"dependencyFilter": flt})
     assert 0 < len(expected) < 300
     assert {d["name"] for d in expected} == {"lodash"}
     assert stored(warehouse, dependencies, "id") == {(d["id"],) for d in expected}
 
 
-def test_no_filters_send_no_filter():
-    assert dependency_filter(DependencyFilters()) is None
-
-
-@pytest.mark.usefixtures("connections")
-def test_report_has_licence_and_widespread_tables_and_charts(emulator, tmp_path: Path):
+def test_report_has_licence_and_widespread_tables_and_charts(fresh, warehouse, tmp_path: Path):
     ti = FakeTaskInstance()
     run_operator(ExtractDependenciesOperator(task_id="deps", page_size=10000), ti)
     run_operator(ExtractDependencyRepositoriesOperator(task_id="repos"), ti)
 
     result = run_operator(DependencyReportOperator(task_id="report", report_dir=str(tmp_path)), ti)
 
-    deps = served(emulator, "dependencies", "dependencies")
+    deps = served(fresh, "dependencies", "dependencies")
     licences = Counter(lic for d in deps for lic in d["licenses"])
     assert result["dependencies"] == 300
     assert result["licences"] == len(licences)
@@ -130,6 +126,21 @@ def test_report_has_licence_and_widespread_tables_and_charts(emulator, tmp_path:
     assert int(first.split(",")[1]) == max(repos_per_name.values())
 
 
+def test_without_prune_rows_no_longer_served_stay_and_an_empty_filter_sends_none(fresh, warehouse):
+    warehouse.upsert_dependencies(dependency_rows([{"id": "1", "name": "gone", "version": "0"}]))
+    assert ExtractDependenciesOperator.template_fields == ("findings_conn_id", "warehouse_conn_id", "dependency_filter")
+
+    result = run_operator(ExtractDependenciesOperator(task_id="deps", page_size=10000, prune=False,
+                                                      dependency_filter={}), FakeTaskInstance())
+
+    assert (result["dependencies"], result["removed"]) == (300, 0)
+    assert ("1", "gone") in stored(warehouse, dependencies, "id", "name")
+    assert len(stored(warehouse, dependencies, "id")) == 301
+    bodies = [r["body"] for r in fresh.requests() if r["operation"] == "dependencies"]
+    assert len(bodies) == 1
+    assert "dependencyFilter" not in bodies[0]
+
+
 # --- the real service's dialect ------------------------------------------------------------------------------
 
 
@@ -140,10 +151,10 @@ def real_emulator():
         yield emu
 
 
-def test_a_real_dialect_inventory_loads_completely(real_emulator, warehouse, warehouse_path, monkeypatch, tmp_path):
+def test_a_real_dialect_inventory_loads_completely(real_emulator, warehouse, monkeypatch, tmp_path):
     from findings_provider.client.dependency_identity import dependency_key
 
-    connect(monkeypatch, emulator=real_emulator, warehouse=warehouse_path, max_retries=0)
+    connect(monkeypatch, emulator=real_emulator, max_retries=0)
     ti = FakeTaskInstance()
 
     deps = run_operator(ExtractDependenciesOperator(task_id="deps", page_size=120), ti)

@@ -1,13 +1,10 @@
-"""Scan operators: search and store, refresh, alert (with notifiers), publish."""
+"""Scan operators: search and store, refresh, alert (with notifiers)."""
 
 from __future__ import annotations
 
 import pytest
-from airflow.sdk import AssetAlias
-from findings_provider.assets import SCANS
 from findings_provider.compat import AirflowFailException
 from findings_provider.notifications import ScanAlertNotifier, format_alerts
-from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.scans import (
     NOTIFIERS_ENV,
     RefreshScansOperator,
@@ -108,28 +105,3 @@ def test_a_failed_scan_is_alerted_and_the_task_succeeds_by_default(fresh, wareho
 
 def test_no_failures_no_alert(fresh, warehouse, context) -> None:
     assert ScanFailureAlertOperator(task_id="alert", scan_ids=[]).execute(context) == {"alerted": 0}
-
-
-class OutletEvents(dict):
-    """Stands in for ``context["outlet_events"]``: an accessor per alias that records what was added."""
-
-    def __missing__(self, key):
-        accessor = self[key] = type("Accessor", (), {"added": [], "add": lambda s, a, extra=None: s.added.append(
-            (a, extra))})()
-        return accessor
-
-
-@pytest.mark.parametrize("changed", [0, "0", None, "None"])
-def test_publish_emits_nothing_without_changes(changed) -> None:
-    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed=changed, what="scans")
-    events = OutletEvents()
-    assert op.execute({"outlet_events": events}) == {"published": False, "changed": 0}
-    assert events[op.alias].added == []
-    assert op.outlets == [AssetAlias(name="findings://warehouse/scans/published")]
-
-
-def test_publish_emits_the_asset_when_something_changed() -> None:
-    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed="3")
-    events = OutletEvents()
-    assert op.execute({"outlet_events": events}) == {"published": True, "changed": 3}
-    assert events[op.alias].added == [(SCANS, {"changed": 3})]

@@ -1,11 +1,14 @@
-"""Policy tuning against a real emulator: rules listed, proposals from known findings, dry run, approval."""
+"""Policy tuning operators against the emulator, through connections: rules listed, proposals from known findings,
+dry run, approval."""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from findings_provider.client import FindingsClient
 from findings_provider.compat import AirflowFailException
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
@@ -14,14 +17,23 @@ from findings_provider.operators.policies import (
 )
 from findings_provider.warehouse import policy_rule_rows
 from findings_provider.warehouse.schema import policy_changes, policy_rules
+from governance.conftest import writes
+from governance.helpers import FindingWriter
 from sqlalchemy import select
 from task_context import FakeTaskInstance, run_operator
 
-from .conftest import writes
-from .helpers import FindingWriter
+from .helpers import default_api
+
+pytestmark = pytest.mark.integration
 
 BLOCKING = {"MODE_BLOCK", "MODE_COMMENT"}
 APPROVAL_TASK = "approve_policy_changes"
+
+
+@pytest.fixture
+def client(fresh) -> Iterator[FindingsClient]:
+    with default_api() as api:
+        yield api
 
 
 def listed_modes(client) -> dict[str, dict[str, str]]:
@@ -95,14 +107,13 @@ def change_rows(warehouse) -> set[tuple]:
     return {tuple(r) for r in rows}
 
 
-@pytest.mark.usefixtures("connections")
-def test_rules_of_every_listed_policy_reach_the_warehouse_through_the_cursor(emulator, client, warehouse):
+def test_rules_of_every_listed_policy_reach_the_warehouse_through_the_cursor(fresh, client, warehouse):
     stale = {"id": "999", "path": "removed.rule", "policyMode": "MODE_BLOCK"}
     warehouse.upsert_policy_rules(policy_rule_rows("2101", [stale]))
     ti = FakeTaskInstance()
 
     result = run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", limit=7), ti)
-    pages = [r for r in emulator.requests() if r["operation"] == "policy_rules" and r["path"].endswith("/2101")]
+    pages = [r for r in fresh.requests() if r["operation"] == "policy_rules" and r["path"].endswith("/2101")]
 
     listed = {(p.id, r.id) for p in client.list_policies() for r in client.iter_policy_rules(p.id)}
     with warehouse.engine.connect() as conn:
@@ -115,28 +126,28 @@ def test_rules_of_every_listed_policy_reach_the_warehouse_through_the_cursor(emu
     assert all(r["query"].get("cursor") for r in pages[1:])
 
 
-@pytest.mark.usefixtures("connections")
-def test_named_policies_are_the_only_ones_listed(emulator, warehouse):
+def test_named_policies_are_the_only_ones_listed(fresh, warehouse):
     ti = FakeTaskInstance()
 
     result = run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", policy_ids="['2102']"), ti)
 
     assert result["policy_ids"] == ["2102"]
-    assert {r["operation"] for r in emulator.requests()} == {"policy_rules"}  # no policy listing needed
+    assert {r["operation"] for r in fresh.requests()} == {"policy_rules"}  # no policy listing needed
     with warehouse.engine.connect() as conn:
         assert set(conn.execute(select(policy_rules.c.policy_id)).scalars()) == {"2102"}
 
 
-@pytest.mark.usefixtures("connections")
-def test_a_retired_policy_api_fails_the_task_at_once_with_that_message(emulator):
-    emulator.reset(retired_policies=True)
-    with pytest.raises(AirflowFailException, match=r"(?s)PolicyApiRetiredError.*410.*retired"):
-        ListPolicyRulesOperator(task_id="list_policy_rules").execute({"ti": FakeTaskInstance()})
+def test_a_retired_policy_api_fails_the_task_at_once_with_that_message(fresh, warehouse):
+    fresh.reset(retired_policies=True)
+    try:
+        with pytest.raises(AirflowFailException, match=r"(?s)PolicyApiRetiredError.*410.*retired"):
+            ListPolicyRulesOperator(task_id="list_policy_rules").execute({"ti": FakeTaskInstance()})
+    finally:
+        fresh.reset(retired_policies=False)  # the override would outlive this test on the module's emulator
 
 
-@pytest.mark.usefixtures("connections")
 def test_dry_run_proposes_exactly_the_expected_rules_and_sends_no_put(
-    emulator, client, warehouse, known_data, tmp_path
+    fresh, client, warehouse, known_data, tmp_path
 ):
     modes, expected = known_data
     ti = FakeTaskInstance()
@@ -151,7 +162,7 @@ def test_dry_run_proposes_exactly_the_expected_rules_and_sends_no_put(
         False,
     )
     assert applied["applied"] == 0
-    assert writes(emulator.requests()) == []
+    assert writes(fresh.requests()) == []
     assert listed_modes(client) == modes
     assert change_rows(warehouse) == set()
     # the full proposal is in the warehouse, the readable report and the CSV
@@ -167,22 +178,21 @@ def test_dry_run_proposes_exactly_the_expected_rules_and_sends_no_put(
         }
 
 
-@pytest.mark.usefixtures("connections")
 def test_an_approved_apply_changes_exactly_the_proposed_rules_and_records_previous_modes(
-    emulator, client, warehouse, known_data, tmp_path
+    fresh, client, warehouse, known_data, tmp_path
 ):
     modes, expected = known_data
     ti = FakeTaskInstance(xcoms=approval("Approve"))
     proposal = list_and_propose(ti, dry_run=False, report_dir=tmp_path)
     assert proposal["needs_approval"] is True
-    before = emulator.requests()[-1]["seq"]
+    before = fresh.requests()[-1]["seq"]
 
     result = run_operator(apply_operator(), ti)
 
     after = listed_modes(client)
     changed = {(p, path): mode for path, by in after.items() for p, mode in by.items() if modes[path][p] != mode}
     assert changed == expected
-    puts = [r for r in writes(emulator.requests(since=before))]
+    puts = [r for r in writes(fresh.requests(since=before))]
     assert sorted((r["method"], r["body"]["rulePath"], r["body"]["policyMode"]) for r in puts) == sorted(
         ("PUT", path, mode) for (_, path), mode in expected.items()
     )
@@ -202,14 +212,13 @@ def test_an_approved_apply_changes_exactly_the_proposed_rules_and_records_previo
     assert stored == {path: mode for (p, path), mode in expected.items() if p == "2101"}
 
     # a retried task sends nothing again
-    before = emulator.requests()[-1]["seq"]
+    before = fresh.requests()[-1]["seq"]
     again = run_operator(apply_operator(), ti)
-    assert writes(emulator.requests(since=before)) == []
+    assert writes(fresh.requests(since=before)) == []
     assert (again["applied"], again["already_applied"]) == (0, len(expected))
 
 
-@pytest.mark.usefixtures("connections")
-def test_a_rejected_approval_applies_nothing(emulator, client, warehouse, known_data, tmp_path):
+def test_a_rejected_approval_applies_nothing(fresh, client, warehouse, known_data, tmp_path):
     modes, _ = known_data
     ti = FakeTaskInstance(xcoms=approval("Reject"))
     list_and_propose(ti, dry_run=False, report_dir=tmp_path)
@@ -217,13 +226,12 @@ def test_a_rejected_approval_applies_nothing(emulator, client, warehouse, known_
     result = run_operator(apply_operator(), ti)
 
     assert (result["approved"], result["applied"]) == (False, 0)
-    assert writes(emulator.requests()) == []
+    assert writes(fresh.requests()) == []
     assert listed_modes(client) == modes
     assert change_rows(warehouse) == set()
 
 
-@pytest.mark.usefixtures("connections")
-def test_a_rule_changed_by_someone_since_the_proposal_is_skipped(emulator, client, warehouse, known_data, tmp_path):
+def test_a_rule_changed_by_someone_since_the_proposal_is_skipped(fresh, client, warehouse, known_data, tmp_path):
     modes, expected = known_data
     ti = FakeTaskInstance(xcoms=approval("Approve"))
     list_and_propose(ti, dry_run=False, report_dir=tmp_path)
@@ -235,3 +243,26 @@ def test_a_rule_changed_by_someone_since_the_proposal_is_skipped(emulator, clien
     assert listed_modes(client)[path][policy] == "MODE_DISABLED"
     assert (policy, path, modes[path][policy], expected[(policy, path)], "skipped") in change_rows(warehouse)
     assert (result["skipped"], result["applied"]) == (1, len(expected) - 1)
+
+
+def test_apply_refuses_when_the_propose_task_left_no_proposal_naming_it(fresh, warehouse):
+    with pytest.raises(ValueError, match="task 'propose_policy_changes' left no proposal_key in its XCom"):
+        apply_operator().execute({"ti": FakeTaskInstance()})
+    ti = FakeTaskInstance(xcoms={("propose_policy_changes", "return_value"): {"proposal_key": "policy_tuning/x"}})
+    with pytest.raises(ValueError, match="no proposal stored in the warehouse under 'policy_tuning/x'"):
+        apply_operator().execute({"ti": ti})
+    assert fresh.requests() == []
+
+
+def test_explicit_proposals_in_a_dry_run_are_not_sent_and_dry_run_must_be_a_boolean(fresh, warehouse):
+    proposals = [{"policy_id": "2101", "rule_path": "some.rule", "current_mode": "MODE_BLOCK",
+                  "proposed_mode": "MODE_MONITOR", "metric": "fp_share", "value": 0.9, "sample": 30,
+                  "threshold": "noisy"}]
+    ti = FakeTaskInstance(xcoms=approval("Approve"))
+    dry = ApplyPolicyChangesOperator(task_id="apply", proposals=proposals, approval_task_id=APPROVAL_TASK,
+                                     dry_run="true")
+    assert run_operator(dry, ti) == {"dry_run": True, "approved": None, "proposed": 1, "applied": 0}
+    with pytest.raises(AirflowFailException, match="dry_run = 'sometimes' is not a boolean; use true or false"):
+        ApplyPolicyChangesOperator(task_id="apply", proposals=proposals, dry_run="sometimes").execute({"ti": ti})
+    assert fresh.requests() == []
+    assert change_rows(warehouse) == set()

@@ -1,0 +1,97 @@
+"""Findings operators against the emulator, through connections: extraction, the summary report, publishing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from airflow.sdk import AssetAlias
+from findings_provider.assets import SCANS
+from findings_provider.compat import AirflowFailException
+from findings_provider.operators.findings import (
+    ExtractFindingsOperator,
+    FindingsSummaryOperator,
+    PublishAssetOperator,
+)
+from findings_provider.pipeline import extraction
+
+from .helpers import extract
+
+pytestmark = pytest.mark.integration
+
+
+def test_extract_accepts_rendered_params_and_pushes_written(fresh, warehouse, context) -> None:
+    result = ExtractFindingsOperator(task_id="extract", issue_types="['sast', 'secrets']",
+                                     full_refresh="False").execute(context)
+    assert set(result["issue_types"]) == {"sast", "secrets"}
+    assert context["ti"].xcom["written"] == result["written"] == warehouse.count_findings() > 0
+    assert warehouse.count_findings("sca") == 0
+
+
+def test_extract_makes_a_full_pull_on_the_first_run_of_a_day(fresh, warehouse, context) -> None:
+    now = datetime.now(timezone.utc)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for issue_type, last_full in (("sast", midnight - timedelta(minutes=1)), ("sca", midnight)):
+        warehouse.set_state(extraction.full_refresh_key(issue_type), last_full.isoformat())
+        warehouse.set_state(extraction.watermark_key(issue_type), (now - timedelta(hours=1)).isoformat())
+
+    result = ExtractFindingsOperator(task_id="extract", issue_types="['sast', 'sca']").execute(context)
+
+    sast, sca = result["issue_types"]["sast"], result["issue_types"]["sca"]
+    assert sast["full"] is True  # pipeline.yaml: one full pull per 24 h from 00:00 UTC
+    assert sast["reason"] == f"no full refresh since {midnight:%Y-%m-%d} 00:00 UTC (one per 24 h)"
+    assert sca["full"] is False
+    assert result["rejected"] == sast["rejected"] == 0
+
+
+def test_extract_refuses_an_unknown_issue_type_naming_the_param(fresh, warehouse, context) -> None:
+    with pytest.raises(AirflowFailException, match=r"issue_types: unknown value\(s\) \['bogus'\]"):
+        ExtractFindingsOperator(task_id="extract", issue_types=["sast", "bogus"]).execute(context)
+    assert fresh.requests() == []
+
+
+def test_summary_writes_a_report_that_matches_the_warehouse(fresh, warehouse, context) -> None:
+    extract()
+    result = FindingsSummaryOperator(task_id="summary").execute(context)
+    assert result["open_findings"] == warehouse.count_findings(status="open") > 0
+    page = Path(result["report"]["html"]).read_text()
+    assert page.count("<img") == 3  # by severity, over time (one snapshot day), by repository
+    # the same page is in the warehouse, where the dashboard on the API server reads it
+    assert warehouse.latest_report("findings_summary").html == page
+    assert result["report"]["stored_id"] == warehouse.latest_report("findings_summary").id
+    assert "time_to_fix" in page
+    assert "sla_breaches" in page
+    assert result["alerts"] == []  # the first summary only records when it looked
+    by_severity = pd.read_csv(result["report"]["csv"]["by_severity"], index_col=0)
+    assert int(by_severity.to_numpy().sum()) == result["open_findings"]
+    assert list(by_severity.columns) == ["sast", "sca"]
+    by_repo = pd.read_csv(result["report"]["csv"]["by_repository"], index_col=0)
+    assert by_repo.sum(axis=1).is_monotonic_decreasing
+    assert len(by_repo) == result["repositories"]
+
+
+class OutletEvents(dict):
+    """Stands in for ``context["outlet_events"]``: an accessor per alias that records what was added."""
+
+    def __missing__(self, key):
+        accessor = self[key] = type("Accessor", (), {"added": [], "add": lambda s, a, extra=None: s.added.append(
+            (a, extra))})()
+        return accessor
+
+
+@pytest.mark.parametrize("changed", [0, "0", None, "None"])
+def test_publish_emits_nothing_without_changes(changed) -> None:
+    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed=changed, what="scans")
+    events = OutletEvents()
+    assert op.execute({"outlet_events": events}) == {"published": False, "changed": 0}
+    assert events[op.alias].added == []
+    assert op.outlets == [AssetAlias(name="findings://warehouse/scans/published")]
+
+
+def test_publish_emits_the_asset_when_something_changed() -> None:
+    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed="3")
+    events = OutletEvents()
+    assert op.execute({"outlet_events": events}) == {"published": True, "changed": 3}
+    assert events[op.alias].added == [(SCANS, {"changed": 3})]

@@ -1,0 +1,147 @@
+"""Project settings operators against the emulator, through connections: plan from its projects, dry run,
+apply, convergence; an invalid projects file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from findings_provider.client import FindingsClient
+from findings_provider.compat import AirflowFailException
+from findings_provider.config import load_projects_file
+from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
+from governance.conftest import writes
+from present import present
+from task_context import FakeTaskInstance, make_context, run_operator
+
+from .conftest import ops, seq_of
+from .helpers import default_api
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(fresh) -> Iterator[FindingsClient]:
+    with default_api() as api:
+        yield api
+
+
+PROJECTS_YAML = """\
+managed_tags: [tier-1, tier-2, tier-3, pci, internet-facing]
+projects:
+  - match: "*"
+    diff_scan: true
+  - match: "acme/payments-*"
+    tags: [tier-1, pci, internet-facing]
+    full_scan: true
+  - match: "acme-labs/*"
+    tags: [tier-3]
+    full_scan: false
+  - match: "acme/legacy-*"
+    tags: [tier-2]
+  - match: "acme/no-such-repo"
+    diff_scan: false
+"""
+
+
+@pytest.fixture
+def projects_file(tmp_path: Path) -> str:
+    path = tmp_path / "projects.yaml"
+    path.write_text(PROJECTS_YAML)
+    return str(path)
+
+
+def state(client) -> dict[str, tuple[set[str], bool, bool]]:
+    return {
+        p.name: (
+            set(p.tags),
+            p.managed_scan_config.diff_scan.enabled,
+            p.managed_scan_config.full_scan.enabled,
+        )
+        for p in client.iter_projects()
+    }
+
+
+def plan(ti: FakeTaskInstance, projects_file: str) -> dict:
+    return run_operator(ProjectSettingsPlanOperator(task_id="plan_project_settings", projects_file=projects_file), ti)
+
+
+def apply(ti: FakeTaskInstance, dry_run: bool) -> dict:
+    return run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", dry_run=dry_run), ti)
+
+
+def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, projects_file, capsys):
+    spec = load_projects_file(path=projects_file)
+    before = state(client)
+    ti = FakeTaskInstance(run_id="run-1")
+
+    first = plan(ti, projects_file)
+    dry = apply(ti, dry_run=True)
+
+    assert first["unmatched"] == ["acme/legacy-*", "acme/no-such-repo"]  # reported, skipped, not an error
+    assert first["actions"] > 0
+    assert dry == {"dry_run": True, "planned": first["actions"], "applied": 0, "skipped": 0}
+    assert writes(fresh.requests()) == []
+    assert state(client) == before
+    out = capsys.readouterr().out
+    assert "PLAN add_tags acme/payments-api: +internet-facing +pci +tier-1" in out
+    assert "SKIP pattern 'acme/legacy-*': matches no project of the deployment" in out
+
+    applied = apply(ti, dry_run=False)
+
+    assert applied["applied"] == first["actions"]
+    assert len(writes(fresh.requests())) == first["actions"]  # only the difference is sent
+    after = state(client)
+    for name, (tags, diff, full) in after.items():
+        want = present(spec.desired(name))
+        old_tags = before[name][0]
+        assert diff is True
+        if want.full_scan is not None:
+            assert full is want.full_scan, name
+        else:
+            assert full is before[name][2], name
+        if want.tags is not None:
+            assert tags & set(spec.managed_tags) == set(want.tags), name
+        else:
+            assert tags == old_tags, name
+        assert tags - set(spec.managed_tags) == old_tags - set(spec.managed_tags), name  # others kept
+
+    ti2 = FakeTaskInstance(run_id="run-2")
+    seq = fresh.requests()[-1]["seq"]
+    second = plan(ti2, projects_file)
+    again = apply(ti2, dry_run=False)
+    assert second["actions"] == 0
+    assert again["applied"] == 0
+    assert writes(fresh.requests(since=seq)) == []
+    assert state(client) == after
+
+
+def test_an_invalid_projects_file_fails_the_plan_with_line_and_reason(fresh, warehouse, tmp_path):
+    path = tmp_path / "projects.yaml"
+    path.write_text("managed_tags: [tier-1]\nprojects:\n  - match: 'acme/*'\n    full_scan: maybe\n")
+    with pytest.raises(AirflowFailException, match=r"projects.yaml, line 4: field 'projects.0.full_scan'"):
+        ProjectSettingsPlanOperator(task_id="plan", projects_file=str(path)).execute({"ti": FakeTaskInstance()})
+    assert fresh.requests() == []  # the file is checked before the API is called
+
+
+def test_apply_refuses_when_the_plan_task_left_no_plan_naming_it(fresh, warehouse):
+    with pytest.raises(ValueError, match=r"no project settings plan from task 'plan_project_settings' \(key None\)"):
+        ApplyProjectSettingsOperator(task_id="apply_project_settings").execute(make_context())
+    assert fresh.requests() == []
+
+
+def test_apply_without_a_plan_task_plans_itself_and_checks_dry_run(fresh, warehouse, projects_file):
+    with pytest.raises(AirflowFailException, match="dry_run = 'perhaps' is not a boolean; use true or false"):
+        ApplyProjectSettingsOperator(task_id="apply", plan_task_id=None, projects_file=projects_file,
+                                     dry_run="perhaps").execute(make_context())
+    assert fresh.requests() == []  # the value is checked before the projects are listed
+
+    planned = ProjectSettingsPlanOperator(task_id="plan", projects_file=projects_file).execute(make_context())
+    seq = seq_of(fresh)
+    result = ApplyProjectSettingsOperator(task_id="apply", plan_task_id=None, projects_file=projects_file,
+                                          dry_run="True").execute(make_context())
+    assert result == {"dry_run": True, "planned": planned["actions"], "applied": 0, "skipped": 0}
+    assert planned["actions"] > 0
+    assert [r["operation"] for r in fresh.requests(seq)] == ["projects"] * len(ops(fresh, seq, "projects")) != []
+    assert writes(fresh.requests()) == []
