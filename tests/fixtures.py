@@ -68,3 +68,21 @@ def client_of(emulator: EmulatorProcess, **options: Any) -> FindingsClient:
     (``retry_policy``, ``timeout``...). The caller closes it."""
     return FindingsClient(emulator.base_url, emulator.token, deployment_id=emulator.deployment_id,
                           deployment_slug=emulator.deployment_slug, **options)
+
+
+# --- the emulator's request log -----------------------------------------------------------------------------------
+
+def ops(emulator: EmulatorProcess, seq: int, operation: str) -> list[dict[str, Any]]:
+    """The emulator's logged requests of ``operation`` after sequence number ``seq``."""
+    return [r for r in emulator.requests(seq) if r["operation"] == operation]
+
+
+def seq_of(emulator: EmulatorProcess) -> int:
+    """The sequence number of the emulator's last logged request (0 when none)."""
+    log = emulator.requests()
+    return log[-1]["seq"] if log else 0
+
+
+def writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The logged API requests that could change something."""
+    return [r for r in requests if r["method"] in ("PUT", "PATCH", "DELETE") or r["operation"] in ("triage", "tickets")]

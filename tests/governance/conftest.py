@@ -54,7 +54,3 @@ def connections(emulator: Any, warehouse: Warehouse, warehouse_path: Path, monke
     the test's warehouse file."""
     connect(monkeypatch, emulator=emulator, warehouse=warehouse_path)
 
-
-def writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The logged API requests that could change something."""
-    return [r for r in requests if r["method"] in ("PUT", "PATCH", "DELETE") or r["operation"] in ("triage", "tickets")]

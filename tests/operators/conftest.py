@@ -39,13 +39,3 @@ def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Warehouse:
 def context() -> dict[str, Any]:
     return make_context()
 
-
-def ops(emulator: EmulatorProcess, seq: int, operation: str) -> list[dict[str, Any]]:
-    """The emulator's logged requests of ``operation`` after sequence number ``seq``."""
-    return [r for r in emulator.requests(seq) if r["operation"] == operation]
-
-
-def seq_of(emulator: EmulatorProcess) -> int:
-    """The sequence number of the emulator's last logged request (0 when none)."""
-    log = emulator.requests()
-    return log[-1]["seq"] if log else 0

@@ -17,9 +17,10 @@ from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicke
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
 from findings_provider.pipeline import approval
 from findings_provider.values import ParamError
+from fixtures import ops as sent
+from fixtures import seq_of
+from task_context import make_context
 
-from .conftest import make_context, seq_of
-from .conftest import ops as sent
 from .helpers import answer, extract
 
 pytestmark = pytest.mark.integration

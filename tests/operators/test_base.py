@@ -14,8 +14,8 @@ from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline.approval import ApprovalError
 from findings_provider.values import ParamError
 from findings_provider.warehouse import Warehouse, make_engine
-
-from .conftest import make_context, ops
+from fixtures import ops
+from task_context import make_context
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,9 @@ from findings_provider.operators.policies import ListPolicyRulesOperator
 from findings_provider.operators.triage import PlanTriageOperator
 from findings_provider.warehouse import make_engine
 from sqlalchemy import exc
+from task_context import make_context
 
 from devtools.services import skip_or_fail
-
-from .conftest import make_context
 
 pytestmark = pytest.mark.integration
 

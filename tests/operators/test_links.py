@@ -20,8 +20,7 @@ from findings_provider.operators.policies import ApplyPolicyChangesOperator, Pro
 from findings_provider.operators.tickets import CreateTicketsOperator
 from findings_provider.operators.triage import BulkTriageOperator
 from findings_provider.warehouse import TicketAction, Warehouse
-
-from .conftest import make_context
+from task_context import make_context
 
 LINKED: dict[type[FindingsBaseOperator], dict[str, tuple[str, dict[str, list[str]]]]] = {
     BulkTriageOperator: {"Findings triaged": ("findings", {"touched": ["triage"]})},

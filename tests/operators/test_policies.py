@@ -17,7 +17,7 @@ from findings_provider.operators.policies import (
 )
 from findings_provider.warehouse import policy_rule_rows
 from findings_provider.warehouse.schema import policy_changes, policy_rules
-from governance.conftest import writes
+from fixtures import writes
 from governance.helpers import FindingWriter
 from sqlalchemy import select
 from task_context import FakeTaskInstance, run_operator

@@ -11,11 +11,10 @@ from findings_provider.client import FindingsClient
 from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_projects_file
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
-from governance.conftest import writes
+from fixtures import ops, seq_of, writes
 from present import present
 from task_context import FakeTaskInstance, make_context, run_operator
 
-from .conftest import ops, seq_of
 from .helpers import default_api
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,7 @@ from findings_provider.operators.scans import (
     ScanFailureAlertOperator,
     SearchScansOperator,
 )
-
-from .conftest import make_context
+from task_context import make_context
 
 pytestmark = pytest.mark.integration
 

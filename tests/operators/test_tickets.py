@@ -7,9 +7,10 @@ from findings_provider.compat import AirflowFailException
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 from findings_provider.pipeline import approval
 from findings_provider.warehouse.schema import ticket_actions
+from fixtures import ops, seq_of
 from sqlalchemy import select
+from task_context import make_context
 
-from .conftest import make_context, ops, seq_of
 from .helpers import extract
 
 pytestmark = pytest.mark.integration

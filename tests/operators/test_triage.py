@@ -9,9 +9,10 @@ from airflow.sdk import DAG
 from findings_provider.compat import AirflowFailException
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
 from findings_provider.warehouse.schema import triage_actions
+from fixtures import ops, seq_of
 from sqlalchemy import select
+from task_context import make_context
 
-from .conftest import make_context, ops, seq_of
 from .helpers import answer, extract
 
 pytestmark = pytest.mark.integration
