@@ -3,30 +3,21 @@ filled from each finding's stored ``raw`` (each test drops the version table: wh
 
 from __future__ import annotations
 
-import msgspec
-import orjson
 import pytest
+from finding_payloads import ITEMS, SAST, raw
 from findings_provider.warehouse import Warehouse, finding_rows
 from findings_provider.warehouse import migrate as migrate_module
 from findings_provider.warehouse.schema import findings
 from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import inspect, select
 
-SECRET_REAL = {
-    "id": "691234", "type": "AWS access key", "findingPath": "config/aws.py:3", "createdAt": "2024-07-11T20:46:25Z",
-    "repository": {"name": "acme/infra"}, "status": "FINDING_STATUS_OPEN",
-    "validationState": "VALIDATION_STATE_CONFIRMED_VALID",
-}
-SAST = {"id": 17, "location": {"filePath": "src/db.py", "line": 4}, "status": "open", "severity": "high"}
-SCA = {"id": 18, "usage": {"location": {"path": "web/package.json", "start_line": 9}}, "status": "open"}
-
 
 def _older_warehouse(engine) -> Warehouse:
     """A warehouse as the previous version left it: findings stored, without ``validation_state`` and ``path``."""
     store = Warehouse(engine)
     store.create_all()
-    for issue_type, item in (("secrets", SECRET_REAL), ("sast", SAST), ("sca", SCA)):
-        store.upsert_findings(finding_rows(issue_type, [msgspec.Raw(orjson.dumps(item))]))
+    for issue_type, item in ITEMS.items():
+        store.upsert_findings(finding_rows(issue_type, [raw(item)]))
     with engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state")
@@ -48,9 +39,10 @@ def test_create_all_adds_new_columns_and_fills_them_from_raw(engine):
         ("secrets", 691234): ("confirmed_valid", "config/aws.py"),
         ("sast", 17): (None, "src/db.py"),
         ("sca", 18): (None, "web/package.json"),
+        ("ai_sast", 19): (None, "src/ai.py"),
     }
     # later upserts write the new columns, and a second create_all finds nothing to do
-    store.upsert_findings(finding_rows("sast", [msgspec.Raw(orjson.dumps({**SAST, "location": {"filePath": "b.py"}}))]))
+    store.upsert_findings(finding_rows("sast", [raw({**SAST, "location": {"filePath": "b.py"}})]))
     store.create_all()
     with engine.connect() as conn:
         assert conn.execute(select(findings.c.path).where(findings.c.id == 17)).scalar_one() == "b.py"
@@ -62,8 +54,8 @@ def test_backfill_pages_through_every_finding(engine, monkeypatch):
     store = Warehouse(engine)
     store.create_all()
     items = [{"id": i, "location": {"filePath": f"f{i}.py"}} for i in range(1, 8)]
-    store.upsert_findings(finding_rows("sast", [msgspec.Raw(orjson.dumps(i)) for i in items]))
-    store.upsert_findings(finding_rows("ai_sast", [msgspec.Raw(orjson.dumps(items[0]))]))
+    store.upsert_findings(finding_rows("sast", [raw(i) for i in items]))
+    store.upsert_findings(finding_rows("ai_sast", [raw(items[0])]))
     with engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
         conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
