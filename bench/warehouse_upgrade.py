@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -20,12 +21,15 @@ from pathlib import Path
 
 import msgspec
 import orjson
-from findings_provider.warehouse import Warehouse, finding_rows, make_engine
-from findings_provider.warehouse.schema import metadata
-from findings_provider.warehouse.versioning import VERSION_TABLE
+from findings_provider.warehouse import Warehouse, make_engine
 from sqlalchemy import MetaData
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
+
+if __package__ in (None, ""):  # python bench/warehouse_upgrade.py: the repository's root, for devtools
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from devtools.warehouse import make_pre_versioning_warehouse
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -43,16 +47,11 @@ def empty(engine: Engine) -> None:
 
 
 def unversioned(engine: Engine, findings: int) -> None:
-    """A warehouse made before versioning: the tables without ``findings.path`` and no version table."""
-    metadata.create_all(engine)
-    store = Warehouse(engine)
+    """A warehouse made before versioning: the tables of revision 0001 without ``findings.path``, ``findings``
+    sast findings stored, no version table."""
     items = [msgspec.Raw(orjson.dumps({"id": i, "location": {"filePath": f"src/f{i}.py"}, "status": "open"}))
              for i in range(1, findings + 1)]
-    for start in range(0, findings, 3000):
-        store.upsert_findings(finding_rows("sast", items[start:start + 3000]))
-    with engine.begin() as conn:
-        conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}")
+    make_pre_versioning_warehouse(engine, {"sast": items}, without_columns=("findings.path",))
 
 
 def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int) -> None:

@@ -32,6 +32,8 @@ from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import column, event, inspect, select, table, text
 from sqlalchemy.engine import Engine
 
+from devtools.warehouse import make_pre_versioning_warehouse
+
 #: The test-only revision after the shipped head (a nullable finding column filled from raw, and a new table).
 FIXTURE = Path(__file__).with_name("migrations_fixture")
 NEXT = "next_fixture"
@@ -156,27 +158,24 @@ def test_a_warehouse_at_a_revision_this_release_does_not_know_is_refused_by_name
 def _unversioned_warehouse(engine: Engine) -> dict:
     """A warehouse as the release before versioning left it, without ``path``, ``validation_state``, the index
     ``ix_findings_rule`` and the table ``reports``; return its findings' stored columns."""
-    metadata.create_all(engine)
-    store = Warehouse(engine)
-    for issue_type, item in ITEMS.items():
-        store.upsert_findings(finding_rows(issue_type, [raw(item)]))
-    store.set_state("watermark:sast", {"since": "2024-07-11T20:46:25Z"})
-    with engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state")
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
-        else:
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state, DROP COLUMN path")
-        conn.exec_driver_sql("DROP INDEX ix_findings_rule")
-        conn.exec_driver_sql("DROP TABLE reports")
+    make_pre_versioning_warehouse(engine, {t: [raw(item)] for t, item in ITEMS.items()}, without_tables=("reports",),
+                                  without_columns=UNVERSIONED_LACKS, without_indexes=("ix_findings_rule",))
+    Warehouse(engine).set_state("watermark:sast", {"since": "2024-07-11T20:46:25Z"})
     assert VERSION_TABLE not in inspect(engine).get_table_names()
     return _kept(engine)
 
 
+#: The finding columns of revision 0001 that the release before versioning lacked.
+UNVERSIONED_LACKS = ("findings.validation_state", "findings.path")
+
+
 def _kept(engine: Engine) -> dict:
-    kept = [c for c in findings.columns if c.name not in ("path", "validation_state")]
+    """The stored findings' columns of the release before versioning, by key, as the driver returns them."""
+    names = [c.name for c in versioning.baseline_metadata().tables["findings"].columns
+             if f"findings.{c.name}" not in UNVERSIONED_LACKS]
+    stored = table("findings", *(column(n) for n in names))
     with engine.connect() as conn:
-        return {(r.issue_type, r.id): tuple(r) for r in conn.execute(select(*kept))}
+        return {(r.issue_type, r.id): tuple(r) for r in conn.execute(select(stored))}
 
 
 def test_a_warehouse_made_before_versioning_is_brought_to_head_and_stamped(engine):
