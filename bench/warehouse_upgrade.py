@@ -22,14 +22,13 @@ from pathlib import Path
 import msgspec
 import orjson
 from findings_provider.warehouse import Warehouse, make_engine
-from sqlalchemy import MetaData
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 if __package__ in (None, ""):  # python bench/warehouse_upgrade.py: the repository's root, for devtools
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from devtools.warehouse import make_pre_versioning_warehouse
+from devtools.warehouse import drop_every_table, make_pre_versioning_warehouse
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -37,13 +36,6 @@ def timed(work: Callable[[], object]) -> float:
     started = time.perf_counter()
     work()
     return time.perf_counter() - started
-
-
-def empty(engine: Engine) -> None:
-    """Drop every table of the engine's schema."""
-    present = MetaData()
-    present.reflect(engine)
-    present.drop_all(engine)
 
 
 def unversioned(engine: Engine, findings: int) -> None:
@@ -56,12 +48,12 @@ def unversioned(engine: Engine, findings: int) -> None:
 
 def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int) -> None:
     """Print the figures of one database."""
-    empty(engine)
+    drop_every_table(engine)
     print(f"{name}: first create_all in this process (imports Alembic's scripts): "
           f"{timed(Warehouse(engine).create_all) * 1000:.1f} ms")
     firsts = []
     for _ in range(runs):
-        empty(engine)
+        drop_every_table(engine)
         firsts.append(timed(Warehouse(engine).create_all))
     print(f"{name}: create_all on an empty database (upgrade to head): {statistics.median(firsts) * 1000:.1f} ms")
     fast = [timed(Warehouse(engine).create_all) for _ in range(fast_calls)]
@@ -69,12 +61,12 @@ def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int
           f"(median of {fast_calls}; max {max(fast) * 1000:.2f} ms)")
     legacy = []
     for _ in range(runs):
-        empty(engine)
+        drop_every_table(engine)
         unversioned(engine, findings)
         legacy.append(timed(Warehouse(engine).create_all))
     print(f"{name}: create_all on a pre-versioning warehouse of {findings} findings (path added and filled from "
           f"raw, stamped): {statistics.median(legacy):.2f} s")
-    empty(engine)
+    drop_every_table(engine)
 
 
 @contextmanager
