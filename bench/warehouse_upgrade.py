@@ -3,8 +3,8 @@ path), and on a warehouse made before versioning that holds findings (brought to
 
     python bench/warehouse_upgrade.py [--runs 5] [--fast-calls 200] [--findings 20000] [--pg-admin-url URL]
 
-SQLite in a temporary file; PostgreSQL in a scratch schema of ``--pg-admin-url`` (default
-``postgresql://postgres@127.0.0.1:5432/test``; skipped when unreachable). Prints one line per figure (medians).
+SQLite in a temporary file; PostgreSQL in a scratch database made through ``--pg-admin-url`` (default: the server
+``devtools.services.configured_postgres`` names; skipped when unreachable). Prints one line per figure (medians).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,11 +22,11 @@ import msgspec
 import orjson
 from findings_provider.warehouse import Warehouse, make_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
 
 if __package__ in (None, ""):  # python bench/warehouse_upgrade.py: the repository's root, for devtools
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
+from devtools.services import Postgres, configured_postgres
 from devtools.warehouse import drop_every_table, make_pre_versioning_warehouse
 
 
@@ -70,26 +69,21 @@ def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int
 
 
 @contextmanager
-def postgres_schema(admin_url: str) -> Iterator[Engine | None]:
-    """An engine on a scratch schema, dropped afterwards; None when PostgreSQL is unreachable."""
-    admin = make_engine(admin_url)
-    schema = f"bench_upgrade_{uuid.uuid4().hex[:10]}"
+def postgres_database(admin_url: str) -> Iterator[Engine | None]:
+    """An engine on a scratch database, dropped afterwards; None when PostgreSQL is unreachable."""
+    server, _ = Postgres.parse(admin_url)
     try:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    except OperationalError as error:
-        print(f"postgresql: skipped ({str(error.orig).strip()})")
-        admin.dispose()
+        database = server.create_database("bench_upgrade")
+    except Exception as error:
+        print(f"postgresql: skipped ({str(error).strip()})")
         yield None
         return
-    engine = make_engine(f"{admin_url}{'&' if '?' in admin_url else '?'}options=-csearch_path%3D{schema}")
+    engine = make_engine(server.url(database))
     try:
         yield engine
     finally:
         engine.dispose()
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
+        server.drop_database(database)
 
 
 def main() -> None:
@@ -98,13 +92,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--fast-calls", type=int, default=200)
     parser.add_argument("--findings", type=int, default=20000)
-    parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--pg-admin-url", default=configured_postgres().url("postgres"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(f"sqlite:///{Path(tmp) / 'warehouse.db'}")
         measure("sqlite", engine, args.runs, args.fast_calls, args.findings)
         engine.dispose()
-    with postgres_schema(args.pg_admin_url) as pg:
+    with postgres_database(args.pg_admin_url) as pg:
         if pg is not None:
             measure("postgresql", pg, args.runs, args.fast_calls, args.findings)
 
