@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import orjson
 from findings_emulator.testing import EmulatorProcess
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from pulled import ISSUE_TYPES
 
 
 def peak_rss_mb(pid: int) -> float | None:
@@ -75,7 +77,7 @@ def run(findings: int, runs: int, page_size: int, extra_args: list[str]) -> dict
                 started = time.perf_counter()
                 total = received = 0
                 in_requests = 0.0
-                for issue_type in ("sast", "sca"):
+                for issue_type in ISSUE_TYPES:
                     count, size, seconds = pull(client, emulator.deployment_slug, issue_type, page_size)
                     total += count
                     received += size
@@ -106,7 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--findings", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--page-size", type=int, default=3000)
+    parser.add_argument("--page-size", type=int, default=FINDINGS_PAGE_SIZE.maximum)
     parser.add_argument("--db", help="serve from this SQLite file instead of memory")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this file")
     args = parser.parse_args()

@@ -27,8 +27,9 @@ import math
 import time
 from typing import Any
 
-from common import ISSUE_TYPES, emulator_arguments, peak_rss_mb, reset_database, write_json
+from common import emulator_arguments, peak_rss_mb, reset_database, write_json
 from extract_product import count_requests, emulator_requests
+from pulled import ISSUE_TYPES
 
 
 def main() -> None:
@@ -41,6 +42,7 @@ def main() -> None:
 
     import httpx
     from findings_provider.client import FindingsClient
+    from findings_provider.client.limits import FINDINGS_PAGE_SIZE, TICKETS_LIMIT, TRIAGE_LIMIT
     from findings_provider.config import TicketPolicy, load_pipeline_config
     from findings_provider.pipeline import extraction, tickets, triage
     from findings_provider.warehouse import Warehouse, make_engine
@@ -61,7 +63,7 @@ def main() -> None:
         started = time.perf_counter()
         (planned,) = triage.plan_triage(warehouse, [policy])
         selected = planned.selected[: args.triage]
-        plan = triage.PolicyPlan(policy, selected, triage.chunked([f.id for f in selected], triage.MAX_CHUNK))
+        plan = triage.PolicyPlan(policy, selected, triage.chunked([f.id for f in selected], TRIAGE_LIMIT.maximum))
         action_ids = triage.record_plan(warehouse, [plan], dry_run=False, dag_id="bench", run_id="bench-triage")
         counts = triage.execute_plan(client, warehouse, action_ids, [policy])
         seconds = time.perf_counter() - started
@@ -70,9 +72,9 @@ def main() -> None:
             "policy": policy.name, "eligible": len(planned.selected),
             "selected": len(selected), "seconds": seconds, "findings_per_s": len(selected) / seconds,
             "requests": requests["by_operation"].get("triage", 0),
-            "expected_requests": math.ceil(len(selected) / triage.MAX_CHUNK),
+            "expected_requests": math.ceil(len(selected) / TRIAGE_LIMIT.maximum),
             "reread_requests": requests["by_operation"].get("findings", 0),
-            "reread_budget": math.ceil(len(selected) / triage.MAX_CHUNK) + 1, "dropped": counts["dropped"],
+            "reread_budget": math.ceil(len(selected) / FINDINGS_PAGE_SIZE.maximum) + 1, "dropped": counts["dropped"],
             "triaged_by_service": counts["triaged"], "warehouse_rows_refreshed": counts["refreshed"],
         }
 
@@ -92,9 +94,10 @@ def main() -> None:
             "policy": ticket_policy.name, "groups": groups, "findings": sum(len(b.ids) for b in chosen),
             "seconds": seconds, "groups_per_s": groups / seconds,
             "requests": requests["by_operation"].get("tickets", 0),
-            "expected_requests": math.ceil(groups / tickets.TICKETS_PER_CALL_MAX),
+            "expected_requests": math.ceil(groups / TICKETS_LIMIT.maximum),
             "candidates": len(ticket_plan.selected), "reread_requests": requests["by_operation"].get("findings", 0),
-            "reread_budget": math.ceil(len(ticket_plan.selected) / 3000) + 1, "dropped": reread["dropped"],
+            "reread_budget": math.ceil(len(ticket_plan.selected) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "dropped": reread["dropped"],
             "tickets_created": tally.tickets, "succeeded": tally.succeeded, "failed": tally.failed,
             "skipped": tally.skipped,
         }

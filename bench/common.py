@@ -6,6 +6,7 @@ extracting process's only. A child writes one JSON object to the path given by `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,12 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+if str(Path(__file__).resolve().parents[1]) not in sys.path:  # the repository's root, for devtools
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from devtools.services import Postgres
+
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = BENCH_DIR.parent
-PAGE_SIZE = 3000
 NAIVE_PAGE_SIZE = 100
-ISSUE_TYPES = ("sast", "sca")
-DEFAULT_PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 # --- inside a child ----------------------------------------------------------------------------------------------
@@ -66,21 +69,6 @@ def reset_sqlite(path: str | Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def reset_postgres(url: str) -> None:
-    """Drop every table of the benchmark database (a fresh ``public`` schema) and checkpoint."""
-    import psycopg2
-
-    conn = psycopg2.connect(url.replace("postgresql+psycopg2://", "postgresql://"))
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute("DROP SCHEMA public CASCADE")
-            cur.execute("CREATE SCHEMA public")
-            cur.execute("CHECKPOINT")
-    finally:
-        conn.close()
-
-
 def checkpoint(database_url: str) -> None:
     """Flush dirty pages before a timed run so it does not pay for the previous one (PostgreSQL: CHECKPOINT;
     SQLite: a truncating WAL checkpoint)."""
@@ -93,23 +81,19 @@ def checkpoint(database_url: str) -> None:
             finally:
                 conn.close()
         return
-    import psycopg2
-
-    pg = psycopg2.connect(database_url.replace("postgresql+psycopg2://", "postgresql://"))
-    try:
-        pg.autocommit = True
-        with pg.cursor() as cur:
-            cur.execute("CHECKPOINT")
-    finally:
-        pg.close()
+    server, database = Postgres.parse(database_url)
+    server.checkpoint(database)
 
 
 def reset_database(database_url: str) -> None:
-    """Empty the warehouse named by ``database_url`` (a SQLite file or a PostgreSQL database)."""
+    """Empty the warehouse named by ``database_url`` (a SQLite file or a PostgreSQL database: a fresh ``public``
+    schema, then a checkpoint)."""
     if database_url.startswith("sqlite"):
         reset_sqlite(database_url.split(":///", 1)[1])
     else:
-        reset_postgres(database_url)
+        server, database = Postgres.parse(database_url)
+        server.empty_database(database)
+        server.checkpoint(database)
 
 
 # --- in the orchestrator ------------------------------------------------------------------------------------------
@@ -154,12 +138,12 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def expected_requests(count: int, page_size: int = PAGE_SIZE) -> int:
+def expected_requests(count: int, page_size: int) -> int:
     """The target number of list requests for ``count`` findings of one type: ceil(count/page_size) + 1."""
     return math.ceil(count / page_size) + 1
 
 
-def minimal_requests(count: int, page_size: int = PAGE_SIZE) -> int:
+def minimal_requests(count: int, page_size: int) -> int:
     """Requests an offset pull needs at least: the full pages, plus one short or empty last page."""
     return count // page_size + 1
 
@@ -187,28 +171,14 @@ def _ram_gb() -> float | None:
     return None
 
 
-def postgres_version(admin_url: str) -> str | None:
-    """The server's version string, or None when it cannot be reached."""
-    try:
-        import psycopg2
-
-        conn = psycopg2.connect(admin_url, connect_timeout=5)
-    except Exception:
-        return None
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW server_version")
-            row = cur.fetchone()
-            assert row is not None
-            return str(row[0])
-    finally:
-        conn.close()
-
-
 def machine_facts(admin_url: str | None) -> dict[str, Any]:
     """CPU model, cores, RAM, OS, Python, library and database versions, date."""
     from importlib.metadata import PackageNotFoundError, version
 
+    postgresql = None
+    if admin_url:
+        with contextlib.suppress(Exception):  # unreachable: no version
+            postgresql = Postgres.parse(admin_url)[0].version()
     packages: dict[str, str | None] = {}
     for name in ("apache-airflow", "httpx", "msgspec", "orjson", "SQLAlchemy", "psycopg2-binary", "fastapi",
                  "uvicorn"):
@@ -224,7 +194,7 @@ def machine_facts(admin_url: str | None) -> dict[str, Any]:
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
-        "postgresql": postgres_version(admin_url) if admin_url else None,
+        "postgresql": postgresql,
         "packages": packages,
         "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
     }

@@ -38,11 +38,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import orjson
-from findings_emulator.testing import stop_process_group
+from findings_emulator.testing import EmulatorAdmin, stop_process_group
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from pulled import ISSUE_TYPES
 
-ISSUE_TYPES = ("sast", "sca")
-PAGE_SIZE = 3000
-MIN_PAGE_SIZE, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE = 100, 3000, 100
+#: The page size prebuilt: the API's maximum, what the product asks for.
+PAGE_SIZE = FINDINGS_PAGE_SIZE.maximum
 ALLOWED_PARAMETERS = {"issue_type", "page", "page_size"}
 BENCH_DIR = Path(__file__).resolve().parent
 
@@ -194,11 +195,12 @@ class Handler(BaseHTTPRequestHandler):
             return 400, orjson.dumps({"error": f"issue_type must be one of {ISSUE_TYPES}"})
         try:
             page = int(query.get("page", ["0"])[-1])
-            page_size = int(query.get("page_size", [str(DEFAULT_PAGE_SIZE)])[-1])
+            page_size = int(query.get("page_size", [str(FINDINGS_PAGE_SIZE.default)])[-1])
         except ValueError:
             return 400, b'{"error":"page and page_size must be integers"}'
-        if page < 0 or not MIN_PAGE_SIZE <= page_size <= MAX_PAGE_SIZE:
-            return 400, orjson.dumps({"error": f"page >= 0, {MIN_PAGE_SIZE} <= page_size <= {MAX_PAGE_SIZE}"})
+        if page < 0 or not FINDINGS_PAGE_SIZE.minimum <= page_size <= FINDINGS_PAGE_SIZE.maximum:
+            limit = FINDINGS_PAGE_SIZE
+            return 400, orjson.dumps({"error": f"page >= 0, {limit.minimum} <= page_size <= {limit.maximum}"})
         return 200, self.server.pages.body(issue_type, page, page_size)
 
 
@@ -242,14 +244,15 @@ def main() -> None:
         server.server_close()
 
 
-class PageServerProcess:
+class PageServerProcess(EmulatorAdmin):
     """``page_server.py`` as a subprocess in its own process group; ``base_url``, ``token``, ``deployment_slug``,
-    ``deployment_id``, ``startup_seconds`` (fetching the pages included) and ``counts`` (findings per type)."""
+    ``deployment_id``, ``startup_seconds`` (fetching the pages included) and ``counts`` (findings per type). A
+    client of the emulator's routes it answers (:class:`EmulatorAdmin`: ``client()``, ``health()``,
+    ``requests()``)."""
 
     def __init__(self, *, token: str, findings: int | None = None, from_url: str | None = None,
                  log_path: str | Path | None = None, startup_timeout: float = 1800.0,
                  env: dict[str, str] | None = None) -> None:
-        self.token = token
         source = ["--findings", str(findings)] if findings is not None else ["--from-url", str(from_url)]
         command = [sys.executable, str(BENCH_DIR / "page_server.py"), *source, "--token", token]
         started = time.monotonic()
@@ -259,10 +262,11 @@ class PageServerProcess:
         try:
             line = self._ready_line(startup_timeout)
         except BaseException:
-            self.stop()
+            self._stop_process()
             raise
         parts = line.split(" ", 5)
-        self.base_url, self.deployment_slug, self.deployment_id = parts[1], parts[2], parts[3]
+        super().__init__(parts[1], token)
+        self.deployment_slug, self.deployment_id = parts[2], parts[3]
         self.build_seconds = float(parts[4])
         self.startup_seconds = time.monotonic() - started
         self.description = parts[5]
@@ -282,13 +286,12 @@ class PageServerProcess:
     def pid(self) -> int:
         return self._process.pid
 
-    def client(self, **kwargs: Any) -> Any:
-        import httpx
-
-        return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {self.token}"}, **kwargs)
-
     def stop(self) -> None:
-        """Terminate the server's process group (by its pid) and wait for it."""
+        """Close the admin connection, terminate the server's process group (by its pid) and wait for it."""
+        self.close()
+        self._stop_process()
+
+    def _stop_process(self) -> None:
         stop_process_group(self._process)
         if self._process.stdout is not None:
             self._process.stdout.close()

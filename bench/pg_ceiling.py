@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from common import ISSUE_TYPES, PAGE_SIZE, checkpoint, emulator_arguments, peak_rss_mb, reset_database, write_json
+from common import checkpoint, emulator_arguments, peak_rss_mb, reset_database, write_json
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from pulled import ISSUE_TYPES
 
 ID_SHIFT = 10**9
 
@@ -36,7 +38,7 @@ def load_rows(args: argparse.Namespace) -> list[tuple[Any, ...]]:
     with FindingsClient(args.base_url, args.token, deployment_id=args.deployment_id,
                         deployment_slug=args.slug) as client:
         for issue_type in ISSUE_TYPES:
-            for page in client.iter_finding_pages(issue_type, page_size=PAGE_SIZE, raw=True):
+            for page in client.iter_finding_pages(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, raw=True):
                 rows.extend(finding_rows(issue_type, page.items))
                 if len(rows) >= args.sample:
                     return rows[: args.sample]
@@ -45,9 +47,9 @@ def load_rows(args: argparse.Namespace) -> list[tuple[Any, ...]]:
 
 def pages(base: list[tuple[Any, ...]], total: int, id_index: int) -> Iterator[list[tuple[Any, ...]]]:
     """``total`` rows in pages of 3000: ``base`` repeated, ids shifted by ``ID_SHIFT`` on each repetition."""
-    for start in range(0, total, PAGE_SIZE):
+    for start in range(0, total, FINDINGS_PAGE_SIZE.maximum):
         page = []
-        for i in range(start, min(start + PAGE_SIZE, total)):
+        for i in range(start, min(start + FINDINGS_PAGE_SIZE.maximum, total)):
             row = base[i % len(base)]
             shift = (i // len(base)) * ID_SHIFT
             page.append(row if not shift else (*row[:id_index], row[id_index] + shift, *row[id_index + 1:]))

@@ -8,7 +8,8 @@ from typing import Any
 
 import dashboard
 import dialects
-from common import ISSUE_TYPES, median
+from common import median
+from pulled import ISSUE_TYPES
 from verdicts import LARGE
 
 

@@ -32,9 +32,6 @@ import dashboard
 import dialects
 from common import (
     BENCH_DIR,
-    DEFAULT_PG_ADMIN_URL,
-    ISSUE_TYPES,
-    PAGE_SIZE,
     PROJECT_DIR,
     child_env,
     expected_requests,
@@ -43,8 +40,13 @@ from common import (
     minimal_requests,
     run_child,
 )
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from pulled import ISSUE_TYPES
 from report import write_markdown
 from verdicts import LARGE, TARGETS, verdicts
+
+# importable: common put the repository's root on sys.path
+from devtools.services import Postgres, configured_postgres
 
 TOKEN = "bench-token"
 
@@ -58,32 +60,18 @@ def log(message: str) -> None:
 
 def create_pg_database(admin_url: str) -> str | None:
     """Create a dedicated, empty database; return its URL, or None (with a reason logged) when unreachable."""
+    server, _ = Postgres.parse(admin_url)
     try:
-        import psycopg2
-
-        conn = psycopg2.connect(admin_url, connect_timeout=5)
+        return server.url(server.create_database("findings_bench"))
     except Exception as exc:
-        log(f"PostgreSQL unreachable at {admin_url} ({exc}); PostgreSQL benchmarks skipped")
+        log(f"PostgreSQL unreachable at {server.host}:{server.port} ({exc}); PostgreSQL benchmarks skipped")
         return None
-    name = f"findings_bench_{os.getpid()}"
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        cur.execute(f"CREATE DATABASE {name}")
-    conn.close()
-    base = admin_url.rsplit("/", 1)[0]
-    return f"{base}/{name}"
 
 
-def drop_pg_database(admin_url: str, url: str) -> None:
-    import psycopg2
-
-    name = url.rsplit("/", 1)[1]
-    conn = psycopg2.connect(admin_url, connect_timeout=5)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    conn.close()
+def drop_pg_database(url: str) -> None:
+    """Drop the database of ``url`` (its sessions ended first)."""
+    server, database = Postgres.parse(url)
+    server.drop_database(database)
 
 
 # --- measurements ---------------------------------------------------------------------------------------------
@@ -139,7 +127,8 @@ def measure_serving(emulator: Any, runs: int) -> dict[str, Any]:
             total = 0
             in_requests = 0.0
             for issue_type in ISSUE_TYPES:
-                count, _size, seconds = bench_emulator.pull(client, emulator.deployment_slug, issue_type, PAGE_SIZE)
+                count, _size, seconds = bench_emulator.pull(client, emulator.deployment_slug, issue_type,
+                                                            FINDINGS_PAGE_SIZE.maximum)
                 total += count
                 in_requests += seconds
             served.append(total / in_requests)
@@ -183,8 +172,8 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
         counts = emulator.stats()["counts"]["findings"]
         per_type = {t: int(counts.get(t, 0)) for t in ISSUE_TYPES}
         result["emulator"] = {"startup_s": emulator.startup_seconds, "findings_by_issue_type": per_type}
-        result["requests_target"] = {t: expected_requests(n) for t, n in per_type.items()}
-        result["requests_minimal"] = {t: minimal_requests(n) for t, n in per_type.items()}
+        result["requests_target"] = {t: expected_requests(n, FINDINGS_PAGE_SIZE.maximum) for t, n in per_type.items()}
+        result["requests_minimal"] = {t: minimal_requests(n, FINDINGS_PAGE_SIZE.maximum) for t, n in per_type.items()}
         log(f"N={size}: emulator up in {emulator.startup_seconds:.1f} s ({per_type}); serving rate")
         result["serving"] = measure_serving(emulator, 1 if large or args.quick else args.runs)
         log(f"N={size}: served {result['serving']['served_per_s_median']:,.0f} findings/s")
@@ -377,7 +366,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=500, help="ticket groups to create")
     parser.add_argument("--ceiling-sample", type=int, default=100_000,
                         help="distinct findings behind the PostgreSQL ceiling")
-    parser.add_argument("--pg-admin-url", default=os.environ.get("BENCH_PG_ADMIN_URL", DEFAULT_PG_ADMIN_URL))
+    parser.add_argument("--pg-admin-url",
+                        default=os.environ.get("BENCH_PG_ADMIN_URL") or configured_postgres().url("postgres"))
     parser.add_argument("--out-dir", default=str(BENCH_DIR), help="where results.md and results.json go")
     parser.add_argument("--workdir", help="scratch directory (default: a new temporary one, removed after)")
     parser.add_argument("--render", metavar="RESULTS_JSON",
@@ -428,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             results["dashboard"] = dashboard.measure(sizes[-1], args.runs, workdir)
     finally:
         if pg_url:
-            drop_pg_database(args.pg_admin_url, pg_url)
+            drop_pg_database(pg_url)
     results["load_average_at_end"] = os.getloadavg()
     results["elapsed_s"] = time.perf_counter() - started
     results["verdicts"] = verdicts(results)

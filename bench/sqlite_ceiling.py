@@ -44,7 +44,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
-from common import ISSUE_TYPES, PAGE_SIZE, peak_rss_mb, reset_sqlite, write_json
+from common import peak_rss_mb, reset_sqlite, write_json
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from pulled import ISSUE_TYPES
 
 VARIANTS = ("schema", "indexes_after", "no_secondary", "unkeyed", "integer_key", "without_rowid", "minimal",
             "minimal_unkeyed")
@@ -181,7 +183,7 @@ def pages(base_url: str, token: str, slug: str) -> Iterator[tuple[str, list[msgs
             page = 0
             while True:
                 conn.request("GET", f"/api/v1/deployments/{slug}/findings?issue_type={issue_type}&page={page}"
-                             f"&page_size={PAGE_SIZE}", headers=headers)
+                             f"&page_size={FINDINGS_PAGE_SIZE.maximum}", headers=headers)
                 response = conn.getresponse()
                 body = response.read()
                 if response.status != 200:
@@ -189,7 +191,7 @@ def pages(base_url: str, token: str, slug: str) -> Iterator[tuple[str, list[msgs
                 decoded = _decode_page(body)
                 items = (decoded.sastFindings if issue_type == "sast" else decoded.scaFindings).findings
                 yield issue_type, items
-                if len(items) < PAGE_SIZE:
+                if len(items) < FINDINGS_PAGE_SIZE.maximum:
                     break
                 page += 1
     finally:

@@ -10,7 +10,7 @@ from typing import Any
 
 import dashboard
 import dialects
-from common import ISSUE_TYPES
+from pulled import ISSUE_TYPES
 
 #: Sizes above this get fewer runs (``--runs-large``), to keep `make bench` within about 25 minutes.
 LARGE = 200_000

@@ -3,29 +3,31 @@ path), and on a warehouse made before versioning that holds findings (brought to
 
     python bench/warehouse_upgrade.py [--runs 5] [--fast-calls 200] [--findings 20000] [--pg-admin-url URL]
 
-SQLite in a temporary file; PostgreSQL in a scratch schema of ``--pg-admin-url`` (default
-``postgresql://postgres@127.0.0.1:5432/test``; skipped when unreachable). Prints one line per figure (medians).
+SQLite in a temporary file; PostgreSQL in a scratch database made through ``--pg-admin-url`` (default: the server
+``devtools.services.configured_postgres`` names; skipped when unreachable). Prints one line per figure (medians).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 import orjson
-from findings_provider.warehouse import Warehouse, finding_rows, make_engine
-from findings_provider.warehouse.schema import metadata
-from findings_provider.warehouse.versioning import VERSION_TABLE
-from sqlalchemy import MetaData
+from findings_provider.warehouse import Warehouse, make_engine
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import OperationalError
+
+if __package__ in (None, ""):  # python bench/warehouse_upgrade.py: the repository's root, for devtools
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from devtools.services import Postgres, configured_postgres
+from devtools.warehouse import drop_every_table, make_pre_versioning_warehouse
 
 
 def timed(work: Callable[[], object]) -> float:
@@ -35,34 +37,22 @@ def timed(work: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def empty(engine: Engine) -> None:
-    """Drop every table of the engine's schema."""
-    present = MetaData()
-    present.reflect(engine)
-    present.drop_all(engine)
-
-
 def unversioned(engine: Engine, findings: int) -> None:
-    """A warehouse made before versioning: the tables without ``findings.path`` and no version table."""
-    metadata.create_all(engine)
-    store = Warehouse(engine)
+    """A warehouse made before versioning: the tables of revision 0001 without ``findings.path``, ``findings``
+    sast findings stored, no version table."""
     items = [msgspec.Raw(orjson.dumps({"id": i, "location": {"filePath": f"src/f{i}.py"}, "status": "open"}))
              for i in range(1, findings + 1)]
-    for start in range(0, findings, 3000):
-        store.upsert_findings(finding_rows("sast", items[start:start + 3000]))
-    with engine.begin() as conn:
-        conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}")
+    make_pre_versioning_warehouse(engine, {"sast": items}, without_columns=("findings.path",))
 
 
 def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int) -> None:
     """Print the figures of one database."""
-    empty(engine)
+    drop_every_table(engine)
     print(f"{name}: first create_all in this process (imports Alembic's scripts): "
           f"{timed(Warehouse(engine).create_all) * 1000:.1f} ms")
     firsts = []
     for _ in range(runs):
-        empty(engine)
+        drop_every_table(engine)
         firsts.append(timed(Warehouse(engine).create_all))
     print(f"{name}: create_all on an empty database (upgrade to head): {statistics.median(firsts) * 1000:.1f} ms")
     fast = [timed(Warehouse(engine).create_all) for _ in range(fast_calls)]
@@ -70,35 +60,30 @@ def measure(name: str, engine: Engine, runs: int, fast_calls: int, findings: int
           f"(median of {fast_calls}; max {max(fast) * 1000:.2f} ms)")
     legacy = []
     for _ in range(runs):
-        empty(engine)
+        drop_every_table(engine)
         unversioned(engine, findings)
         legacy.append(timed(Warehouse(engine).create_all))
     print(f"{name}: create_all on a pre-versioning warehouse of {findings} findings (path added and filled from "
           f"raw, stamped): {statistics.median(legacy):.2f} s")
-    empty(engine)
+    drop_every_table(engine)
 
 
 @contextmanager
-def postgres_schema(admin_url: str) -> Iterator[Engine | None]:
-    """An engine on a scratch schema, dropped afterwards; None when PostgreSQL is unreachable."""
-    admin = make_engine(admin_url)
-    schema = f"bench_upgrade_{uuid.uuid4().hex[:10]}"
+def postgres_database(admin_url: str) -> Iterator[Engine | None]:
+    """An engine on a scratch database, dropped afterwards; None when PostgreSQL is unreachable."""
+    server, _ = Postgres.parse(admin_url)
     try:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    except OperationalError as error:
-        print(f"postgresql: skipped ({str(error.orig).strip()})")
-        admin.dispose()
+        database = server.create_database("bench_upgrade")
+    except Exception as error:
+        print(f"postgresql: skipped ({str(error).strip()})")
         yield None
         return
-    engine = make_engine(f"{admin_url}{'&' if '?' in admin_url else '?'}options=-csearch_path%3D{schema}")
+    engine = make_engine(server.url(database))
     try:
         yield engine
     finally:
         engine.dispose()
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
+        server.drop_database(database)
 
 
 def main() -> None:
@@ -107,13 +92,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--fast-calls", type=int, default=200)
     parser.add_argument("--findings", type=int, default=20000)
-    parser.add_argument("--pg-admin-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--pg-admin-url", default=configured_postgres().url("postgres"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         engine = make_engine(f"sqlite:///{Path(tmp) / 'warehouse.db'}")
         measure("sqlite", engine, args.runs, args.fast_calls, args.findings)
         engine.dispose()
-    with postgres_schema(args.pg_admin_url) as pg:
+    with postgres_database(args.pg_admin_url) as pg:
         if pg is not None:
             measure("postgresql", pg, args.runs, args.fast_calls, args.findings)
 

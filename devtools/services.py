@@ -1,4 +1,5 @@
-"""Local PostgreSQL and Redis for the CeleryExecutor stack: find them, and make throwaway databases.
+"""Local PostgreSQL and Redis for the CeleryExecutor stack and the benchmark: find them, and make throwaway
+databases.
 
 Defaults match the CI machine (PostgreSQL on 127.0.0.1:5432 with trust authentication, Redis on 127.0.0.1:6379);
 ``FINDINGS_PG_HOST``, ``FINDINGS_PG_PORT``, ``FINDINGS_PG_USER`` and ``FINDINGS_REDIS_URL`` override them.
@@ -10,8 +11,9 @@ import contextlib
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
+from urllib.parse import quote, unquote, urlsplit
 
 
 @dataclass(frozen=True)
@@ -19,16 +21,56 @@ class Postgres:
     host: str
     port: int
     user: str
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, url: str) -> tuple[Postgres, str]:
+        """The server and the database of ``postgresql[+driver]://user[:password]@host[:port]/database`` (the
+        defaults of :func:`configured_postgres` where a part is missing)."""
+        parts, default = urlsplit(url), configured_postgres()
+        password = unquote(parts.password) if parts.password is not None else None
+        server = cls(parts.hostname or default.host, parts.port or default.port,
+                     unquote(parts.username) if parts.username else default.user, password)
+        return server, parts.path.lstrip("/") or "postgres"
 
     def url(self, database: str, driver: str = "postgresql") -> str:
-        return f"{driver}://{self.user}@{self.host}:{self.port}/{database}"
+        login = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
+        return f"{driver}://{login}@{self.host}:{self.port}/{database}"
 
     def connect(self, database: str = "postgres"):
         import psycopg2
 
-        conn = psycopg2.connect(host=self.host, port=self.port, user=self.user, dbname=database, connect_timeout=5)
+        conn = psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password,
+                                dbname=database, connect_timeout=5)
         conn.autocommit = True
         return conn
+
+    def _run(self, database: str, *statements: str) -> list[tuple]:
+        """Run ``statements`` on ``database`` (autocommit); return the rows of the last one that has any."""
+        conn = self.connect(database)
+        try:
+            rows: list[tuple] = []
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+                    if cur.description is not None:
+                        rows = cur.fetchall()
+            return rows
+        finally:
+            conn.close()
+
+    def version(self) -> str:
+        """The server's version string (``SHOW server_version``)."""
+        ((version,),) = self._run("postgres", "SHOW server_version")
+        return str(version)
+
+    def empty_database(self, database: str) -> None:
+        """Drop every table of ``database``: a fresh ``public`` schema."""
+        self._run(database, "DROP SCHEMA public CASCADE", "CREATE SCHEMA public")
+
+    def checkpoint(self, database: str = "postgres") -> None:
+        """Flush the server's dirty pages (``CHECKPOINT``), so that a timed run does not pay for the previous one."""
+        self._run(database, "CHECKPOINT")
 
     def create_database(self, prefix: str) -> str:
         name = f"{prefix}_{secrets.token_hex(4)}"
@@ -72,14 +114,21 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def configured_postgres() -> Postgres:
+    """The server and user the environment names: ``FINDINGS_PG_HOST`` (127.0.0.1), ``FINDINGS_PG_PORT`` (5432),
+    ``FINDINGS_PG_USER`` (postgres)."""
+    return Postgres(os.environ.get("FINDINGS_PG_HOST", "127.0.0.1"), int(os.environ.get("FINDINGS_PG_PORT", "5432")),
+                    os.environ.get("FINDINGS_PG_USER", "postgres"))
+
+
 def find_postgres() -> tuple[Postgres | None, str]:
     """The first user that can log in and create databases, or ``(None, reason)``."""
     try:
         import psycopg2
     except ImportError:
         return None, "psycopg2 is not installed (pip install psycopg2-binary)"
-    host = os.environ.get("FINDINGS_PG_HOST", "127.0.0.1")
-    port = int(os.environ.get("FINDINGS_PG_PORT", "5432"))
+    configured = configured_postgres()
+    host, port = configured.host, configured.port
     users = [os.environ["FINDINGS_PG_USER"]] if os.environ.get("FINDINGS_PG_USER") else ["postgres", "root"]
     errors = []
     for user in users:

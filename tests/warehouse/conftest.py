@@ -9,10 +9,11 @@ from collections.abc import Iterator
 import pytest
 from findings_provider.warehouse import Warehouse, make_engine
 from fixtures import sqlite_url
-from sqlalchemy import MetaData, exc
+from sqlalchemy import exc
 from sqlalchemy.engine import Engine, make_url
 
 from devtools.services import skip_or_fail
+from devtools.warehouse import drop_every_table
 
 #: The PostgreSQL database the tests use; a uniquely named schema is created in it and dropped afterwards.
 POSTGRES_URL = os.environ.get("WAREHOUSE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -55,13 +56,6 @@ def postgresql_engine(postgres_schema_url: str) -> Iterator[Engine]:
     yield engine
     drop_every_table(engine)
     engine.dispose()
-
-
-def drop_every_table(engine: Engine) -> None:
-    """Drop every table of the engine's (default) schema."""
-    present = MetaData()
-    present.reflect(engine)
-    present.drop_all(engine)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -9,13 +9,11 @@ import sys
 import threading
 from datetime import date
 from pathlib import Path
-from typing import Any
 
-import msgspec
-import orjson
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from finding_payloads import ITEMS, SAST, raw
 from findings_provider.pipeline import freshness, ledger
 from findings_provider.warehouse import (
     TicketAction,
@@ -34,29 +32,13 @@ from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import column, event, inspect, select, table, text
 from sqlalchemy.engine import Engine
 
+from devtools.warehouse import make_pre_versioning_warehouse
+
 #: The test-only revision after the shipped head (a nullable finding column filled from raw, and a new table).
 FIXTURE = Path(__file__).with_name("migrations_fixture")
 NEXT = "next_fixture"
 #: The head of the shipped revisions (the tests hold for whichever it is).
 (HEAD,) = versioning.head_revisions()
-
-SECRET = {
-    "id": "691234", "type": "AWS access key", "findingPath": "config/aws.py:3", "createdAt": "2024-07-11T20:46:25Z",
-    "repository": {"name": "acme/infra"}, "status": "FINDING_STATUS_OPEN",
-    "validationState": "VALIDATION_STATE_CONFIRMED_VALID",
-}
-SAST = {"id": 17, "location": {"filePath": "src/db.py", "line": 4}, "status": "open", "severity": "high",
-        "repository": {"name": "acme/web"}, "rule": {"name": "python.sqli"}, "created_at": "2024-05-01T10:00:00Z"}
-SCA = {"id": 18, "usage": {"location": {"path": "web/package.json", "start_line": 9}}, "status": "open",
-       "severity": "critical", "external_ticket_id": 99}
-AI_SAST = {"id": 19, "location": {"filePath": "src/ai.py"}, "status": "open", "severity": "medium",
-           "triage_state": "untriaged", "triaged_at": "2024-06-01T08:00:00.123456Z"}
-ITEMS: dict[str, dict[str, Any]] = {"secrets": SECRET, "sast": SAST, "sca": SCA, "ai_sast": AI_SAST}
-
-
-def _raw(item: dict) -> msgspec.Raw:
-    return msgspec.Raw(orjson.dumps(item))
-
 
 def versions(engine: Engine) -> list[str]:
     """The rows of the version table."""
@@ -84,9 +66,9 @@ def contents(engine: Engine) -> dict[str, list[tuple]]:
 def fill_every_table(store: Warehouse) -> None:
     """At least one row in every table, each written by the product's own code."""
     for issue_type, item in ITEMS.items():
-        store.upsert_findings(finding_rows(issue_type, [_raw(item)]))
+        store.upsert_findings(finding_rows(issue_type, [raw(item)]))
     store.run_id = "run-2"
-    store.upsert_findings(finding_rows("sast", [_raw({**SAST, "status": "fixed", "severity": "low"})]))  # events
+    store.upsert_findings(finding_rows("sast", [raw({**SAST, "status": "fixed", "severity": "low"})]))  # events
     store.upsert_scans(scan_rows([{"id": "10", "status": "SCAN_STATUS_COMPLETED", "is_full_scan": True,
                                    "started_at": "2020-11-18T23:28:12Z", "exit_code": 0}]))
     store.upsert_policy_rules(policy_rule_rows("5", [{"id": "r1", "path": "python.sqli",
@@ -158,7 +140,7 @@ def test_a_next_revision_keeps_every_row_of_a_first_release_warehouse(engine):
         assert conn.execute(text("SELECT count(*) FROM fixture_notes")).scalar_one() == 0
     assert added == {691234: "FINDING_STATUS_OPEN", 17: "fixed", 18: "open", 19: "open"}
     # the product keeps writing to the upgraded tables, and the fast path holds at the new head
-    store.upsert_findings(finding_rows("sast", [_raw({**SAST, "status": "open"})]))
+    store.upsert_findings(finding_rows("sast", [raw({**SAST, "status": "open"})]))
     assert store.count_findings("sast", status="open") == 1
     assert versioning.is_current(engine, [FIXTURE])
     assert not versioning.is_current(engine)  # this release's own scripts do not know the next revision
@@ -176,27 +158,24 @@ def test_a_warehouse_at_a_revision_this_release_does_not_know_is_refused_by_name
 def _unversioned_warehouse(engine: Engine) -> dict:
     """A warehouse as the release before versioning left it, without ``path``, ``validation_state``, the index
     ``ix_findings_rule`` and the table ``reports``; return its findings' stored columns."""
-    metadata.create_all(engine)
-    store = Warehouse(engine)
-    for issue_type, item in ITEMS.items():
-        store.upsert_findings(finding_rows(issue_type, [_raw(item)]))
-    store.set_state("watermark:sast", {"since": "2024-07-11T20:46:25Z"})
-    with engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state")
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
-        else:
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state, DROP COLUMN path")
-        conn.exec_driver_sql("DROP INDEX ix_findings_rule")
-        conn.exec_driver_sql("DROP TABLE reports")
+    make_pre_versioning_warehouse(engine, {t: [raw(item)] for t, item in ITEMS.items()}, without_tables=("reports",),
+                                  without_columns=UNVERSIONED_LACKS, without_indexes=("ix_findings_rule",))
+    Warehouse(engine).set_state("watermark:sast", {"since": "2024-07-11T20:46:25Z"})
     assert VERSION_TABLE not in inspect(engine).get_table_names()
     return _kept(engine)
 
 
+#: The finding columns of revision 0001 that the release before versioning lacked.
+UNVERSIONED_LACKS = ("findings.validation_state", "findings.path")
+
+
 def _kept(engine: Engine) -> dict:
-    kept = [c for c in findings.columns if c.name not in ("path", "validation_state")]
+    """The stored findings' columns of the release before versioning, by key, as the driver returns them."""
+    names = [c.name for c in versioning.baseline_metadata().tables["findings"].columns
+             if f"findings.{c.name}" not in UNVERSIONED_LACKS]
+    stored = table("findings", *(column(n) for n in names))
     with engine.connect() as conn:
-        return {(r.issue_type, r.id): tuple(r) for r in conn.execute(select(*kept))}
+        return {(r.issue_type, r.id): tuple(r) for r in conn.execute(select(stored))}
 
 
 def test_a_warehouse_made_before_versioning_is_brought_to_head_and_stamped(engine):

@@ -1,41 +1,26 @@
 """A warehouse made before versioning gains the columns and indexes of revision 0001 on first use, finding columns
-filled from each finding's stored ``raw`` (each test drops the version table: what such a warehouse lacks)."""
+filled from each finding's stored ``raw`` (each test builds such a warehouse from revision 0001 with
+``devtools.warehouse.make_pre_versioning_warehouse``, less what the release before versioning lacked)."""
 
 from __future__ import annotations
 
-import msgspec
-import orjson
 import pytest
+from finding_payloads import ITEMS, SAST, raw
 from findings_provider.warehouse import Warehouse, finding_rows
 from findings_provider.warehouse import migrate as migrate_module
 from findings_provider.warehouse.schema import findings
-from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import inspect, select
 
-SECRET_REAL = {
-    "id": "691234", "type": "AWS access key", "findingPath": "config/aws.py:3", "createdAt": "2024-07-11T20:46:25Z",
-    "repository": {"name": "acme/infra"}, "status": "FINDING_STATUS_OPEN",
-    "validationState": "VALIDATION_STATE_CONFIRMED_VALID",
-}
-SAST = {"id": 17, "location": {"filePath": "src/db.py", "line": 4}, "status": "open", "severity": "high"}
-SCA = {"id": 18, "usage": {"location": {"path": "web/package.json", "start_line": 9}}, "status": "open"}
+from devtools.warehouse import make_pre_versioning_warehouse
 
 
 def _older_warehouse(engine) -> Warehouse:
-    """A warehouse as the previous version left it: findings stored, without ``validation_state`` and ``path``."""
-    store = Warehouse(engine)
-    store.create_all()
-    for issue_type, item in (("secrets", SECRET_REAL), ("sast", SAST), ("sca", SCA)):
-        store.upsert_findings(finding_rows(issue_type, [msgspec.Raw(orjson.dumps(item))]))
-    with engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state")
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
-        else:
-            conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN validation_state, DROP COLUMN path")
-        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
+    """A warehouse as the release before versioning left it: findings stored, without ``validation_state`` and
+    ``path``."""
+    make_pre_versioning_warehouse(engine, {t: [raw(item)] for t, item in ITEMS.items()},
+                                  without_columns=("findings.validation_state", "findings.path"))
     assert "path" not in {c["name"] for c in inspect(engine).get_columns("findings")}
-    return Warehouse(engine)  # a new process: nothing cached
+    return Warehouse(engine)
 
 
 def test_create_all_adds_new_columns_and_fills_them_from_raw(engine):
@@ -48,9 +33,10 @@ def test_create_all_adds_new_columns_and_fills_them_from_raw(engine):
         ("secrets", 691234): ("confirmed_valid", "config/aws.py"),
         ("sast", 17): (None, "src/db.py"),
         ("sca", 18): (None, "web/package.json"),
+        ("ai_sast", 19): (None, "src/ai.py"),
     }
     # later upserts write the new columns, and a second create_all finds nothing to do
-    store.upsert_findings(finding_rows("sast", [msgspec.Raw(orjson.dumps({**SAST, "location": {"filePath": "b.py"}}))]))
+    store.upsert_findings(finding_rows("sast", [raw({**SAST, "location": {"filePath": "b.py"}})]))
     store.create_all()
     with engine.connect() as conn:
         assert conn.execute(select(findings.c.path).where(findings.c.id == 17)).scalar_one() == "b.py"
@@ -59,14 +45,9 @@ def test_create_all_adds_new_columns_and_fills_them_from_raw(engine):
 def test_backfill_pages_through_every_finding(engine, monkeypatch):
     """More findings than one batch: every one is filled (the keyset paging does not stop early or repeat)."""
     monkeypatch.setattr(migrate_module, "BACKFILL_BATCH", 2)
-    store = Warehouse(engine)
-    store.create_all()
     items = [{"id": i, "location": {"filePath": f"f{i}.py"}} for i in range(1, 8)]
-    store.upsert_findings(finding_rows("sast", [msgspec.Raw(orjson.dumps(i)) for i in items]))
-    store.upsert_findings(finding_rows("ai_sast", [msgspec.Raw(orjson.dumps(items[0]))]))
-    with engine.begin() as conn:
-        conn.exec_driver_sql("ALTER TABLE findings DROP COLUMN path")
-        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
+    make_pre_versioning_warehouse(engine, {"sast": [raw(i) for i in items], "ai_sast": [raw(items[0])]},
+                                  without_columns=("findings.path",))
     Warehouse(engine).create_all()
     with engine.connect() as conn:
         paths = dict(conn.execute(select(findings.c.id, findings.c.path).where(findings.c.issue_type == "sast")).all())
@@ -86,13 +67,7 @@ def test_a_not_null_column_is_refused_with_its_name(engine):
 
 
 def test_an_index_of_the_baseline_is_created_on_first_use(engine) -> None:
-    from findings_provider.warehouse import Warehouse
-    from sqlalchemy import inspect
-
-    Warehouse(engine).create_all()
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP INDEX ix_findings_rule")
-        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
+    make_pre_versioning_warehouse(engine, without_indexes=("ix_findings_rule",))
     assert "ix_findings_rule" not in {i["name"] for i in inspect(engine).get_indexes("findings")}
     Warehouse(engine).create_all()
     assert "ix_findings_rule" in {i["name"] for i in inspect(engine).get_indexes("findings")}

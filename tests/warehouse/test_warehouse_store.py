@@ -30,9 +30,10 @@ from findings_provider.warehouse.schema import (
     ticket_actions,
     triage_actions,
 )
-from findings_provider.warehouse.versioning import VERSION_TABLE
 from sqlalchemy import func, inspect, select
 from sqlalchemy.engine import Engine
+
+from devtools.warehouse import make_pre_versioning_warehouse
 
 # JSON text whose bytes must survive both dialects' bulk paths: whitespace including tab and newline between
 # tokens, backslash escapes, quotes, a literal backslash-N, non-ASCII.
@@ -70,11 +71,9 @@ def test_create_all_creates_every_table_and_is_idempotent(engine):
 
 def test_create_all_creates_what_is_missing(engine):
     """A warehouse made before versioning (no version table) that lacks a table gets it."""
+    make_pre_versioning_warehouse(engine, without_tables=("pipeline_state",))
+    assert "pipeline_state" not in inspect(engine).get_table_names()
     store = Warehouse(engine)
-    store.create_all()
-    pipeline_state.drop(engine)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE {VERSION_TABLE}")
     store.create_all()
     store.set_state("k", 1)
     assert store.get_state("k") == 1

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = FINDINGS_PAGE_SIZE.maximum
 #: Secrets have no server-side filters: their whole (short) list is read, at most this many per page.
 SECRETS_PAGE_SIZE = 1000
 #: The columns whose change in the service means a person (or another tool) acted on the finding.
@@ -97,7 +96,7 @@ def _since(candidates: Iterable[SelectedFinding]) -> datetime | None:
 def _pages(client: FindingsClient, issue_type: str, filters: dict[str, Any]) -> Iterator[Any]:
     if issue_type == "secrets":
         return iter(client.iter_secret_pages(limit=SECRETS_PAGE_SIZE, raw=True))
-    return iter(client.iter_finding_pages(issue_type, page_size=PAGE_SIZE, raw=True, **filters))
+    return iter(client.iter_finding_pages(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, raw=True, **filters))
 
 
 def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters: dict[str, Any], wanted: set[int],
@@ -116,7 +115,7 @@ def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters
         fresh.update((row[_COL["id"]], row) for row in rows if row[_COL["id"]] in wanted)
         if wanted <= fresh.keys():
             return requests, False
-        if issue_type != "secrets" and len(page.items) < PAGE_SIZE:
+        if issue_type != "secrets" and len(page.items) < FINDINGS_PAGE_SIZE.maximum:
             return requests, True
     return requests, False
 
@@ -163,7 +162,7 @@ def reread(
     if not candidates:
         return out
     wanted = {c.id: c for c in candidates}
-    budget = None if issue_type == "secrets" else math.ceil(len(candidates) / PAGE_SIZE) + 1
+    budget = None if issue_type == "secrets" else math.ceil(len(candidates) / FINDINGS_PAGE_SIZE.maximum) + 1
     fresh: dict[int, tuple[Any, ...]] = {}
     filters = {} if issue_type == "secrets" else api_filters(issue_type, selector, _since(candidates))
     out.requests, complete = _pull(client, warehouse, issue_type, filters, set(wanted), fresh, budget)

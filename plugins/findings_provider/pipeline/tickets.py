@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PER_TICKET_MAX = 50
-TICKETS_PER_CALL_MAX = TICKETS_LIMIT.maximum
 #: ``pipeline_state`` key of the request being sent (issue type, ids), cleared once its outcome is recorded.
 IN_FLIGHT_KEY = "ticket_creation.in_flight"
 #: Message of findings that had no ticket on the re-read right after a lost response.
@@ -227,7 +226,7 @@ def plan_tickets(
     warehouse: Warehouse,
     policies: Iterable[TicketPolicy],
     *,
-    tickets_per_call: int = TICKETS_PER_CALL_MAX,
+    tickets_per_call: int = TICKETS_LIMIT.maximum,
     group_issues: bool = True,
 ) -> list[TicketBatch]:
     """Select each enabled policy's un-ticketed findings and cut them into request batches (no caps, no re-read)."""
@@ -240,7 +239,7 @@ def fresh_batches(
     plans: Sequence[TicketPlan],
     *,
     allowed: dict[str, int],
-    tickets_per_call: int = TICKETS_PER_CALL_MAX,
+    tickets_per_call: int = TICKETS_LIMIT.maximum,
     group_issues: bool = True,
     run_id: str | None = None,
 ) -> tuple[list[TicketBatch], dict[str, Any]]:
@@ -370,7 +369,7 @@ def create_tickets(
             issue_type=batch.issue_type,
             issue_ids=[str(i) for i in batch.ids],
             group_issues=group_issues,
-            limit=TICKETS_PER_CALL_MAX,
+            limit=TICKETS_LIMIT.maximum,
             tracker_project_id=tracker_project_id,
         )
         tally.requests += 1
@@ -487,7 +486,7 @@ def run_tickets(
     *,
     dry_run: bool = False,
     tracker_project_id: str | None = None,
-    tickets_per_call: int = TICKETS_PER_CALL_MAX,
+    tickets_per_call: int = TICKETS_LIMIT.maximum,
     group_issues: bool = True,
     max_tickets: int | None = None,
     run_id: str | None = None,

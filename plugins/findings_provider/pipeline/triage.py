@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Ids per bulk-triage request at most.
-MAX_CHUNK = TRIAGE_LIMIT.maximum
 DEFAULT_NOTE = "Triaged automatically by policy {policy} ({dag_id} run {run_id})"
 #: Error text of requests a person rejected in the approval step (they are never sent).
 REJECTED = "rejected in the approval step"
@@ -82,7 +80,7 @@ def plan_triage(
     warehouse: Warehouse,
     policies: Iterable[TriagePolicy],
     *,
-    chunk_size: int = MAX_CHUNK,
+    chunk_size: int = TRIAGE_LIMIT.maximum,
     max_findings: int | None = None,
 ) -> list[PolicyPlan]:
     """Select each enabled policy's findings from the warehouse and cut them into chunks of <= ``chunk_size``.
@@ -138,7 +136,7 @@ def triage_request(policy: TriagePolicy, ids: list[int], note: str) -> TriageReq
         new_triage_state=policy.set.triage_state,
         new_triage_reason=policy.set.triage_reason,
         new_note=note,
-        limit=MAX_CHUNK,
+        limit=TRIAGE_LIMIT.maximum,
     )
 
 
