@@ -132,6 +132,19 @@ def test_full_refresh_reconciles_changes_that_since_cannot_see(api: FakeApi, war
     assert result["written"] == 1  # unchanged rows are not rewritten
 
 
+def test_a_full_pull_counts_the_stored_findings_no_longer_listed(api: FakeApi, warehouse) -> None:
+    api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 251)]
+    api.findings["sca"] = [finding(i, minutes_ago=i) for i in range(1, 4)]
+    first = run(api, warehouse, types=("sast", "sca"))["issue_types"]
+    assert (first["sast"]["not_seen"], first["sca"]["not_seen"]) == (0, 0)
+
+    api.findings["sast"] = [f for f in api.findings["sast"] if f["id"] % 50]  # five closed elsewhere
+    assert run(api, warehouse, now=NOW + HOUR)["issue_types"]["sast"]["not_seen"] is None  # incremental: unknown
+    again = run(api, warehouse, types=("sast", "sca"), now=NOW + 2 * HOUR, full_refresh=True)["issue_types"]
+    assert (again["sast"]["not_seen"], again["sca"]["not_seen"]) == (5, 0)  # each type counts its own
+    assert warehouse.count_findings("sast") == 250  # kept in their last stored state
+
+
 def test_weekly_full_refresh_runs_once_on_its_weekday(api: FakeApi, warehouse) -> None:
     api.findings["sast"] = [finding(1, minutes_ago=10)]
     weekday = NOW.weekday()

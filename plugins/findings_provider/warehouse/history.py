@@ -20,8 +20,9 @@ The comparison is set-based and costs nothing for rows the upsert does not chang
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
+from typing import Any
 
-from sqlalchemy import delete, func, insert, literal, select
+from sqlalchemy import Select, delete, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
 from .schema import UtcDateTime, finding_snapshots, findings
@@ -62,13 +63,21 @@ def postgresql_events(stage: str, target: str) -> str:
     )
 
 
+#: The columns a daily snapshot counts by (besides ``issue_type``); the index ``ix_findings_counts`` covers them.
+SNAPSHOT_KEY = ("repository_name", "severity", "status")
+
+
+def snapshot_counts(day: date) -> Select[Any]:
+    """The rows of ``day``'s snapshot: the count of findings per issue type and ``SNAPSHOT_KEY`` (NULL as '')."""
+    key = [func.coalesce(findings.c[name], "") for name in SNAPSHOT_KEY]
+    now = literal(datetime.now(timezone.utc), UtcDateTime)
+    return select(literal(day.isoformat()), findings.c.issue_type, *key, func.count(), now).group_by(
+        findings.c.issue_type, *key)
+
+
 def take_snapshot(conn: Connection, day: date) -> int:
     """Replace ``day``'s rows of ``finding_snapshots`` with the current counts; return the rows written."""
-    key = [func.coalesce(findings.c[name], "") for name in ("repository_name", "severity", "status")]
-    now = literal(datetime.now(timezone.utc), UtcDateTime)
-    counts = select(literal(day.isoformat()), findings.c.issue_type, *key, func.count(), now).group_by(
-        findings.c.issue_type, *key)
     conn.execute(delete(finding_snapshots).where(finding_snapshots.c.day == day.isoformat()))
-    columns = ["day", "issue_type", "repository_name", "severity", "status", "count", "created_at"]
-    result = conn.execute(insert(finding_snapshots).from_select(columns, counts))
+    columns = ["day", "issue_type", *SNAPSHOT_KEY, "count", "created_at"]
+    result = conn.execute(insert(finding_snapshots).from_select(columns, snapshot_counts(day)))
     return int(result.rowcount)

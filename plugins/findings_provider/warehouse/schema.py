@@ -110,7 +110,9 @@ findings = Table(
     Column("raw", Text, nullable=False),
     _synced_at(),
     PrimaryKeyConstraint("issue_type", "id", name="pk_findings"),
-    Index("ix_findings_type_status", "issue_type", "status"),
+    # covers the daily snapshot's counts and the dashboard's (issue type, status, severity, repository): read
+    # from the index, not from the 2-3 KB rows (revision 0002)
+    Index("ix_findings_counts", "issue_type", "status", "severity", "repository_name"),
     Index("ix_findings_type_verdict", "issue_type", "autotriage_verdict"),
     Index("ix_findings_external_ticket", "external_ticket_id"),
     # the dashboard's findings table filters by repository and by rule (added in schema 3)
