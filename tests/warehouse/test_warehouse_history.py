@@ -108,5 +108,5 @@ def test_the_daily_snapshot_reads_the_covering_index_not_the_rows(warehouse: War
     assert "USING COVERING INDEX ix_findings_counts" in plan, plan
 
 
-def index_columns(engine: Engine, name: str) -> list[str]:
+def index_columns(engine: Engine, name: str) -> list[str | None]:
     return next(i["column_names"] for i in inspect(engine).get_indexes("findings") if i["name"] == name)
