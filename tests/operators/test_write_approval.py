@@ -9,23 +9,21 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
-from findings_provider.compat import AirflowFailException
+from findings_provider.compat import AirflowFailException, DownstreamTasksSkipped
 from findings_provider.operators.approval import PlanApprovalOperator
 from findings_provider.operators.findings import ExtractFindingsOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
+from findings_provider.pipeline import approval
+from hitl import answer
+from present import present
 
 from .conftest import make_context, seq_of
 from .conftest import ops as sent
 
 pytestmark = pytest.mark.integration
-
-
-def answer(operator, ctx, choice):
-    event = {"chosen_options": [choice], "params_input": {}, "responded_at": datetime.now(timezone.utc),
-             "responded_by_user": {"id": "7", "name": "alice"}}
-    return operator.execute_complete(ctx, event)
 
 
 def test_triage_above_the_cap_waits_for_a_person_and_a_hand_marked_approval_is_not_one(fresh, warehouse):
@@ -82,3 +80,37 @@ def test_tickets_above_the_cap_need_an_approval_the_write_checks(fresh, warehous
     result = CreateTicketsOperator(task_id="create", max_tickets=1).execute(ctx)
     assert result["tickets"] == plan["tickets"] > 1  # exactly what the person approved, not the cap
     assert ctx["ti"].xcom["tickets"] == result["tickets"]
+
+
+def test_every_write_kind_of_pipeline_approval_is_asked_and_recorded_alike(warehouse):
+    """The approval task takes the kinds of ``pipeline.approval`` (policy tuning's included), refuses any other,
+    and records the answer where the write of that kind reads it."""
+    with DAG("kinds_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
+        approvals = {kind: PlanApprovalOperator(task_id=f"approve_{kind}", kind=kind, subject="s", body="b")
+                     for kind in approval.KINDS}
+        with pytest.raises(ValueError, match="expected one of 'triage', 'tickets', 'policies'"):
+            PlanApprovalOperator(task_id="approve_projects", kind="projects", subject="s", body="b")
+    assert set(approvals) == {"triage", "tickets", "policies"}
+    for kind, operator in approvals.items():
+        ctx = make_context(f"run_{kind}")
+        approval.record_plan(warehouse, kind, ctx["run_id"], reasons=["asked"], planned={"p": 1})
+        assert "none is recorded" in str(approval.missing_approval(approval.get_plan(warehouse, kind, ctx["run_id"])))
+        answer(operator, ctx, "Approve")
+        assert approval.missing_approval(approval.get_plan(warehouse, kind, ctx["run_id"])) is None
+        assert present(approval.get_plan(warehouse, kind, ctx["run_id"]))["decision"]["by"] == "alice"
+
+
+def test_a_rejection_is_recorded_before_airflow_skips_the_write(warehouse):
+    """With a write downstream (as in every DAG), Airflow 3 skips it after a Reject by raising from the completion
+    handler: the rejection is recorded first, so the write (if it runs anyway) names who rejected."""
+    with DAG("reject_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
+        approve = PlanApprovalOperator(task_id="approve", kind="policies", subject="s", body="b")
+        approve >> EmptyOperator(task_id="apply")
+    ctx = {**make_context("rejected"), "task": approve}
+    approval.record_plan(warehouse, "policies", "rejected", reasons=["asked"], planned={"2101": 1})
+
+    with pytest.raises(DownstreamTasksSkipped):
+        answer(approve, ctx, "Reject")
+
+    problem = present(approval.missing_approval(approval.get_plan(warehouse, "policies", "rejected")))
+    assert problem.startswith("a person (alice) rejected this plan")
