@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -154,11 +155,9 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
         warehouse.set_state(key, {"proposals": records, "dry_run": dry_run, "report": report.html})
         needs_approval = bool(records) and not dry_run
         reasons = [f"{len(records)} rule mode changes proposed: every change needs a person's approval"]
-        planned: dict[str, int] = {}
-        for record in records:
-            planned[str(record["policy_id"])] = planned.get(str(record["policy_id"]), 0) + 1
+        planned = Counter(str(record["policy_id"]) for record in records)  # changes per policy
         approval.record_plan(warehouse, approval.POLICIES, run_id, reasons=reasons if needs_approval else [],
-                             planned=planned)
+                             planned=dict(planned))
         context["ti"].xcom_push(key="needs_approval", value=needs_approval)
         return {
             "proposed": len(records),
