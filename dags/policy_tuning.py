@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.providers.standard.operators.python import ShortCircuitOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import POLICY_RULES
 from findings_provider.config import load_pipeline_config
-from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
-from findings_provider.governance.policy_tuning import approval_needed
+from findings_provider.dag_defaults import approval_steps, conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
     ListPolicyRulesOperator,
@@ -36,11 +33,13 @@ them.
    `MODE_COMMENT` rule whose false-positive share is above 80% over at least 20 findings goes to
    `MODE_MONITOR`). The proposal is logged, written as an HTML report with a chart and CSV files
    (`$FINDINGS_REPORT_DIR/policy_tuning/`), and stored in the warehouse.
-3. **needs_approval** stops here on a dry run or when nothing is proposed.
-4. **approve_policy_changes** waits for a person to approve in the UI (Required actions). Reject, or no answer
-   within 6 days: nothing is applied.
-5. **apply_policy_changes** applies each change with the update-policy call and records it in `policy_changes`
-   (previous mode, new mode, status, response) so it can be reverted.
+3. **check_approval** goes straight to **apply_policy_changes** on a dry run or when nothing is proposed (it
+   applies nothing then, and no one is asked); otherwise to
+4. **approve_policy_changes**, which asks a person to approve in the UI (Required Actions; someone is told, with
+   a link) and records the answer in the warehouse. Reject, or no answer within 6 days: nothing is applied.
+5. **apply_policy_changes** checks the recorded approval itself (marking the approval task successful by hand is
+   not approval: it applies nothing and fails), then applies each change with the update-policy call and
+   records it in `policy_changes` (previous mode, new mode, status, response) so it can be reverted.
 
 **Params**
 
@@ -77,23 +76,16 @@ with DAG(
         policy_ids=list_rules.output["policy_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
         dry_run="{{ params.dry_run }}",
     )
-    needs_approval = ShortCircuitOperator(
-        task_id="needs_approval",
-        python_callable=approval_needed,
-        op_args=[propose.output],
-    )
-    approve = ApprovalOperator(
-        task_id="approve_policy_changes",
-        subject="Apply {{ ti.xcom_pull(task_ids='propose_policy_changes')['proposed'] }} rule mode changes?",
-        body="{{ ti.xcom_pull(task_ids='propose_policy_changes')['approval_body'] }}",
-        defaults="Reject",
-        response_timeout=timedelta(days=6),
+    check, approve = approval_steps(
+        CONFIG, propose, approval_task_id="approve_policy_changes", write_task_id="apply_policy_changes",
+        kind="policies", response_timeout=timedelta(days=6),
     )
     apply = ApplyPolicyChangesOperator(
         task_id="apply_policy_changes",
         **conn_ids(CONFIG),
         propose_task_id="propose_policy_changes",
-        approval_task_id="approve_policy_changes",
         dry_run="{{ params.dry_run }}",
+        trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
     )
-    needs_approval >> approve >> apply
+    propose >> check >> [approve, apply]
+    approve >> apply

@@ -6,13 +6,15 @@ recorded from outside (the Required Actions UI or the HITL REST API). ``Approver
 ``handle_event_submit``; the operator then resumes in ``execute_complete`` exactly as in production. Airflow 3.2
 has no ``awaiting_input`` state: the task is deferred to a trigger that polls its ``hitl_detail`` row, so there
 the written response is all the API does too. Used by the
-governance DAG tests and by the pipeline DAGs' ``dag.test()`` runner (``chaos/dagrun.py``).
+governance DAG tests and by the pipeline DAGs' ``dag.test()`` runner (``chaos/dagrun.py``). Outside a DAG run,
+``answer`` drives an approval task's completion handler the way that response resumes it (the operator tests).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from present import present
@@ -81,3 +83,12 @@ def run_with_answer(
         approver.done.set()
         approver.join(timeout=5)
     return run, approver
+
+
+def answer(operator: Any, context: dict[str, Any], choice: str, by: str = "alice") -> Any:
+    """Resume ``operator`` (an approval task) with the event the Human-in-the-loop trigger sends when a person
+    (``by``) answers ``choice``: its completion handler runs as in production. A task marked successful by hand
+    never runs it."""
+    event = {"chosen_options": [choice], "params_input": {}, "responded_at": datetime.now(timezone.utc),
+             "responded_by_user": {"id": "7", "name": by}}
+    return operator.execute_complete(context, event)

@@ -1,8 +1,12 @@
-"""Write policies must narrow their selection and carry a cap: the file names file, line and policy otherwise."""
+"""Write policies must narrow their selection and carry a cap: the file names file, line and policy otherwise.
+
+And ``include/pipeline.yaml`` documents every setting of ``PipelineConfig`` with its default.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -10,13 +14,16 @@ from findings_provider.config import (
     DEFAULT_MAX_TICKETS,
     DEFAULT_MAX_TRIAGED,
     ConfigError,
+    PipelineConfig,
     TicketPolicy,
     TriagePolicy,
     load_pipeline_config,
 )
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = (ROOT / "include" / "pipeline.yaml").read_text()
+SHIPPED_PATH = ROOT / "include" / "pipeline.yaml"
+SHIPPED = SHIPPED_PATH.read_text()
 
 
 def write(tmp_path: Path, select: object, section: str = "autotriage_triage") -> Path:
@@ -114,3 +121,90 @@ def test_policies_given_to_an_operator_are_validated_and_the_default_is_read_onl
     with pytest.raises(ValueError, match="select"):
         TriagePolicy.coerce_all([{"name": "q", "issue_type": "sast", "set": {"triage_state": "ignored"},
                                   "select": {}}], no_default)
+
+
+# --- the shipped file documents every setting ------------------------------------------------------------------
+
+#: Where the shipped file sets something other than the model's default, on purpose (path: why). Everything else it
+#: sets is the model's default, so a section left out of someone's copy behaves as documented here.
+SHIPPED_CHOICES = {
+    "autotriage_triage.schedule": "a daily run besides the findings Asset (the model's None: on the Asset only)",
+    "ticket_creation.schedule": "a daily run besides the triage Asset, retrying failed items (None: the Asset only)",
+    "autotriage_triage.policies": "the shipped triage policy (the model has none)",
+    "ticket_creation.policies": "the shipped ticket policies (the model has none)",
+    "policy_tuning.rules": "the shipped mode rules (the model has none)",
+}
+
+
+def _model(annotation: Any) -> type[BaseModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def undocumented_settings(path: Path) -> list[str]:
+    """What the pipeline file at ``path`` leaves out of ``PipelineConfig`` or documents with another value than the
+    model's default (beyond ``SHIPPED_CHOICES``).
+
+    Every field is a key of its section, recursively through the sections (fields that are models). A model whose
+    fields all default to None (``alerts.deadlines``, ``sla.fix_days``) is a map documented by its value: the
+    names with a value, a name left out meaning None (the file lists recommended deadlines in comments). Values are
+    compared after validation (``always reachable`` is ``always_reachable``, ``30`` is ``30.0``).
+    """
+    raw = yaml.safe_load(path.read_text())
+    loaded = load_pipeline_config(path).model_dump(mode="json", by_alias=True)
+    default = PipelineConfig().model_dump(mode="json", by_alias=True)
+    problems: list[str] = []
+
+    def walk(model: type[BaseModel], raw_node: Any, loaded_node: Any, default_node: Any, where: str) -> None:
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            key = field.alias or name
+            at = f"{where}{key}"
+            if not isinstance(raw_node, dict) or key not in raw_node:
+                problems.append(f"{at}: not in the file")
+                continue
+            section = _model(field.annotation)
+            is_map = section is not None and all(f.default is None for f in section.model_fields.values())
+            if section is not None and not is_map:
+                walk(section, raw_node[key], loaded_node[key], default_node[key], f"{at}.")
+                continue
+            value, wanted = loaded_node[key], default_node[key]
+            if is_map:
+                value = {k: v for k, v in value.items() if v is not None}
+                wanted = {k: v for k, v in wanted.items() if v is not None}
+            if at in SHIPPED_CHOICES:
+                if value == wanted:
+                    problems.append(f"{at}: listed in SHIPPED_CHOICES but the file has the model's default")
+            elif value != wanted:
+                problems.append(f"{at}: the file has {value!r}, the model's default is {wanted!r}")
+
+    walk(PipelineConfig, raw, loaded, default, "")
+    return problems
+
+
+def test_the_shipped_file_documents_every_setting_with_the_models_default() -> None:
+    """A new section or field of ``PipelineConfig`` (a new DAG's section) goes into ``include/pipeline.yaml`` with
+    its default; a default changed in the model or in the file alone fails here."""
+    assert undocumented_settings(SHIPPED_PATH) == []
+
+
+def test_a_section_or_field_left_out_or_a_different_value_is_named(tmp_path) -> None:
+    data = yaml.safe_load(SHIPPED)
+    del data["dependency_inventory"]
+    del data["pool"]["slots"]
+    data["dashboard"]["page_size"] = 50
+    data["sla"]["fix_days"]["low"] = 180
+    data["policy_tuning"]["rules"] = []
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    problems = undocumented_settings(path)
+
+    assert problems == [
+        "pool.slots: not in the file",
+        "policy_tuning.rules: listed in SHIPPED_CHOICES but the file has the model's default",
+        "dependency_inventory: not in the file",
+        "sla.fix_days: the file has {'critical': 7, 'high': 30, 'medium': 90, 'low': 180}, the model's default is "
+        "{'critical': 7, 'high': 30, 'medium': 90}",
+        "dashboard.page_size: the file has 50, the model's default is 100",
+    ]

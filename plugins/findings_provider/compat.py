@@ -12,9 +12,11 @@ from airflow.sdk.exceptions import (
     AirflowFailException,
     AirflowNotFoundException,
     AirflowSensorTimeout,
+    DownstreamTasksSkipped,
     ParamValidationError,
     TaskDeferred,
 )
 
 __all__ = ["AirflowException", "AirflowFailException", "AirflowNotFoundException", "AirflowSensorTimeout",
-           "AssetOrTimeSchedule", "BaseBranchOperator", "CronTriggerTimetable", "ParamValidationError", "TaskDeferred"]
+           "AssetOrTimeSchedule", "BaseBranchOperator", "CronTriggerTimetable", "DownstreamTasksSkipped",
+           "ParamValidationError", "TaskDeferred"]

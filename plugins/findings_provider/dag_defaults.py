@@ -131,13 +131,15 @@ def cap_param(setting: str) -> Any:
 
 
 def approval_steps(
-    config: Any, plan: Any, *, approval_task_id: str, write_task_id: str, operator: Any = None, **extra: Any
+    config: Any, plan: Any, *, approval_task_id: str, write_task_id: str, operator: Any = None,
+    response_timeout: timedelta = timedelta(days=1), **extra: Any
 ) -> tuple[Any, Any]:
     """The approval pattern of a write: a branch on the plan's ``needs_approval`` and the approval task.
 
     ``plan`` returns ``approval_subject`` and ``approval_body`` and pushes ``needs_approval``; the approval
-    (``operator``, default ``PlanApprovalOperator``; ``extra`` its own arguments) records the answer, which the
-    write task checks. Unanswered for a day means Reject: nothing is written and the next run asks again.
+    (``operator``, default ``PlanApprovalOperator``; ``extra`` its own arguments, such as ``kind``) records the
+    answer, which the write task checks. Unanswered within ``response_timeout`` (a day by default) means Reject:
+    nothing is written and the next run asks again.
     """
     from findings_provider.notifications import FindingsAlertNotifier
     from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
@@ -155,7 +157,7 @@ def approval_steps(
         body=f"{{{{ ti.xcom_pull(task_ids='{plan.task_id}')['approval_body'] }}}}",
         warehouse_conn_id=config.connections.warehouse_conn_id,
         defaults="Reject",
-        response_timeout=timedelta(days=1),
+        response_timeout=response_timeout,
         pool="default_pool",
         notifiers=[FindingsAlertNotifier("approval_waiting")],  # someone is told, with a link to the page
         **extra,

@@ -61,6 +61,13 @@ def canonical_view(f: Finding) -> dict:
     }
 
 
+@pytest.mark.parametrize("issue_type", list(IssueType))
+def test_every_issue_type_has_a_pair_of_both_dialects(issue_type):
+    """A new ``IssueType`` needs a finding of it in both dialects in ``fixtures/dialects.py`` (``PAIRS``), which the
+    two tests below run on."""
+    assert issue_type in {t for t, _, _ in d.PAIRS}, f"no pair of {issue_type} findings in fixtures/dialects.py PAIRS"
+
+
 @pytest.mark.parametrize(("issue_type", "reference", "real"), d.PAIRS, ids=[t for t, _, _ in d.PAIRS])
 def test_real_dialect_gives_the_reference_canonical_values(issue_type, reference, real):
     """Covers: key style (location, external ticket, rule, review comments), enum spelling, ids, timestamps."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_provider.dag_defaults import API_POOL, OWNER, PIPELINE_DAGS, START_DATE
+from findings_provider.dag_defaults import API_POOL, APPROVAL_DAGS, OWNER, PIPELINE_DAGS, START_DATE
 from findings_provider.notifications import FindingsAlertNotifier
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -97,3 +97,37 @@ def test_conventions(dagbag: Any, dag_id: str) -> None:
         assert task.retry_exponential_backoff, f"{dag_id}.{task.task_id} has no exponential backoff"
         assert task.owner == OWNER, f"{dag_id}.{task.task_id}"
         assert task.pool in (API_POOL, "default_pool"), f"{dag_id}.{task.task_id}"
+
+
+def test_every_approval_is_the_one_pattern_of_approval_steps(dagbag: Any) -> None:
+    """Every Human-in-the-loop task of every DAG is the one approval pattern (``dag_defaults.approval_steps``): a
+    ``PlanApprovalOperator`` of a ``pipeline.approval`` kind (it records the answer, which the write checks), asked
+    only when the ``check_approval`` branch finds the plan ``needs_approval``, Reject when unanswered, telling
+    someone, in front of the write, which the branch reaches directly otherwise. A second pattern fails here; the
+    DAGs that ask are ``APPROVAL_DAGS`` (whose runs the alerts treat as waiting for a person)."""
+    from airflow.providers.standard.operators.hitl import HITLOperator
+    from airflow.sdk import TriggerRule
+    from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
+    from findings_provider.pipeline import approval
+
+    asking = set()
+    for dag_id in PIPELINE_DAGS:
+        dag = dagbag.dags[dag_id]
+        for task in dag.tasks:
+            if not isinstance(task, HITLOperator):
+                continue
+            where = f"{dag_id}.{task.task_id}"
+            asking.add(dag_id)
+            assert isinstance(task, PlanApprovalOperator), f"{where}: an approval not built by approval_steps"
+            assert task.kind in approval.KINDS, where
+            assert task.defaults == ["Reject"], where
+            assert any(isinstance(n, FindingsAlertNotifier) and n.kind == "approval_waiting" for n in task.notifiers)
+            branches = [t for t in task.upstream_list if isinstance(t, ApprovalBranchOperator)]
+            assert len(branches) == 1, f"{where}: not asked from one check_approval branch"
+            check = branches[0]
+            assert (check.task_id, check.approval_task_id) == ("check_approval", task.task_id), where
+            assert task.downstream_task_ids == {check.proceed_task_id}, where
+            assert check.downstream_task_ids == {task.task_id, check.proceed_task_id}, where
+            write = dag.get_task(check.proceed_task_id)
+            assert write.trigger_rule == TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, where  # runs when no one is asked
+    assert asking == set(APPROVAL_DAGS)

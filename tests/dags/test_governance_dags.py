@@ -23,6 +23,7 @@ from findings_provider.assets import DEPENDENCIES, POLICY_RULES
 from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config, load_projects_file
 from findings_provider.dag_defaults import API_POOL, GOVERNANCE_DAGS
+from findings_provider.pipeline import approval
 from findings_provider.text import md_escape
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes
@@ -35,6 +36,8 @@ from sqlalchemy import select
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
 APPROVAL_TASK = "approve_policy_changes"
+#: The tasks of ``dag_defaults.approval_steps`` (in the default pool: they make no API call), per DAG.
+APPROVAL_STEPS = {"policy_tuning": {"check_approval", APPROVAL_TASK}}
 
 
 # --- fixtures -------------------------------------------------------------------------------------------------
@@ -118,7 +121,9 @@ def test_governance_dags_load_on_their_schedules_in_the_api_pool(dagbag):
         dag = dagbag.dags[dag_id]
         assert "governance" in dag.tags
         assert dag.timetable == CronTriggerTimetable(present(schedules[dag_id]), timezone="UTC")
-        assert {task.pool for task in dag.tasks} == {API_POOL}, dag_id  # every task talks to the API
+        # every task talks to the API but the approval steps, which only ask a person
+        pools = {task.task_id: task.pool for task in dag.tasks}
+        assert {t for t, pool in pools.items() if pool != API_POOL} == APPROVAL_STEPS.get(dag_id, set()), dag_id
 
 
 def test_dag_params_are_typed_and_validated(dagbag):
@@ -140,22 +145,33 @@ def test_dag_params_are_typed_and_validated(dagbag):
     assert dict(dagbag.dags["dependency_inventory"].params) == {}
 
 
-def test_policy_changes_are_gated_by_a_short_circuit_and_an_approval(dagbag):
-    from airflow.providers.standard.operators.hitl import ApprovalOperator
-    from airflow.providers.standard.operators.python import ShortCircuitOperator
+def test_policy_changes_are_gated_by_the_approval_pattern_of_every_write(dagbag):
+    """``approval_steps``: a branch on the proposal's ``needs_approval``, then the approval that records the answer
+    (kind ``policies``; no answer in 6 days is Reject), which the apply task checks itself."""
+    from datetime import timedelta
+
+    from airflow.sdk import TriggerRule
+    from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
+    from findings_provider.pipeline import approval
 
     dag = dagbag.dags["policy_tuning"]
-    gate, approve, apply = (
-        dag.get_task("needs_approval"),
+    check, approve, apply = (
+        dag.get_task("check_approval"),
         dag.get_task(APPROVAL_TASK),
         dag.get_task("apply_policy_changes"),
     )
-    assert isinstance(gate, ShortCircuitOperator)
-    assert isinstance(approve, ApprovalOperator)
+    assert isinstance(check, ApprovalBranchOperator)
+    assert (check.approval_task_id, check.proceed_task_id) == (APPROVAL_TASK, "apply_policy_changes")
+    assert check.upstream_task_ids == {"propose_policy_changes"}
+    assert isinstance(approve, PlanApprovalOperator)
+    assert approve.kind == approval.POLICIES
     assert approve.defaults == ["Reject"]  # no answer in time: nothing is applied
-    assert gate.downstream_task_ids == {APPROVAL_TASK}
+    assert approve.response_timeout == timedelta(days=6)
+    assert "approval_subject" in present(approve.subject)
+    assert "approval_body" in present(approve.body)
+    assert check.downstream_task_ids == {APPROVAL_TASK, "apply_policy_changes"}
     assert approve.downstream_task_ids == {"apply_policy_changes"}
-    assert apply.approval_task_id == APPROVAL_TASK
+    assert apply.trigger_rule == TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS
     assert dag.get_task("list_policy_rules").outlets == [POLICY_RULES]
     assert dagbag.dags["dependency_inventory"].get_task("extract_dependencies").outlets == [DEPENDENCIES]
 
@@ -292,8 +308,10 @@ def test_policy_tuning_dry_run_proposes_the_expected_rules_and_changes_nothing(
     proposal = xcom(run, "propose_policy_changes")
     assert {(p["policy_id"], p["rule_path"]): p["proposed_mode"] for p in proposal["preview"]} == expected
     assert proposal["dry_run"] is True
-    assert states(run)[APPROVAL_TASK] == "skipped"
-    assert states(run)["apply_policy_changes"] == "skipped"
+    assert states(run)[APPROVAL_TASK] == "skipped"  # no one is asked
+    assert states(run)["apply_policy_changes"] == "success"
+    assert xcom(run, "apply_policy_changes") == {"dry_run": True, "approved": None, "proposed": len(expected),
+                                                 "applied": 0}
     assert [r for r in emulator.requests() if r["method"] == "PUT"] == []
     assert current_modes(client) == modes
     assert stored_changes(environment) == changes_before
@@ -312,6 +330,25 @@ def test_policy_tuning_rejected_applies_nothing(dagbag, environment, emulator, c
     assert approver.asked["options"] == ["Approve", "Reject"]
     assert states(run)[APPROVAL_TASK] == "success"
     assert states(run)["apply_policy_changes"] == "skipped"
+    assert present(approval.get_plan(environment, approval.POLICIES, run.run_id))["decision"]["approved"] is False
+    assert [r for r in emulator.requests() if r["method"] == "PUT"] == []
+    assert current_modes(client) == modes
+    assert stored_changes(environment) == changes_before
+
+
+def test_policy_tuning_with_the_approval_marked_successful_by_hand_applies_nothing(
+    dagbag, environment, emulator, client, known_proposals
+):
+    """The approval task succeeds without a person's answer (``mark_success_pattern``: what marking it successful
+    by hand does): the apply task finds no recorded approval, fails, and changes no rule."""
+    modes, _ = known_proposals
+    changes_before = stored_changes(environment)
+
+    run = fresh_dag("policy_tuning").test(run_conf={"dry_run": False}, mark_success_pattern=APPROVAL_TASK)
+
+    assert states(run)[APPROVAL_TASK] == "success"
+    assert states(run)["apply_policy_changes"] == "failed"
+    assert present(approval.get_plan(environment, approval.POLICIES, run.run_id))["decision"] is None
     assert [r for r in emulator.requests() if r["method"] == "PUT"] == []
     assert current_modes(client) == modes
     assert stored_changes(environment) == changes_before
@@ -339,3 +376,4 @@ def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
         (p, path, modes[path][p], mode, "applied") for (p, path), mode in expected.items()
     }
     assert xcom(run, "apply_policy_changes")["applied"] == len(expected)
+    assert present(approval.get_plan(environment, approval.POLICIES, run.run_id))["decision"]["by"] == "Test Approver"

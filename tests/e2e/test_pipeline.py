@@ -361,7 +361,8 @@ def test_tickets_were_created_for_findings_that_need_work(e2e_stack: Stack, pipe
 
 def test_policy_tuning_dry_run_changed_no_rule(e2e_stack: Stack, pipeline: PipelineResult) -> None:
     watch = pipeline.manual["policy_tuning"]
-    assert watch.ti("apply_policy_changes")["state"] == "skipped", watch.summary()
+    assert watch.ti("approve_policy_changes")["state"] == "skipped", watch.summary()  # a dry run asks no one
+    assert watch.ti("apply_policy_changes")["state"] == "success", watch.summary()  # and applies nothing
     calls = Counter(r.get("operation") for r in emulator_requests(e2e_stack, pipeline.request_seq_before))
     assert calls["policy_update"] == 0
     assert calls["policies_list"] >= 1

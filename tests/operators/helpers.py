@@ -1,11 +1,10 @@
-"""What several operator test modules share: a first extraction, a person's answer to an approval request, the
-client of the default API connection."""
+"""What several operator test modules share: a first extraction and the client of the default API connection (a
+person's answer to an approval request is ``hitl.answer``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 from findings_provider.client import FindingsClient
@@ -17,13 +16,6 @@ from task_context import make_context
 def extract(types: Any = "['sast', 'sca']") -> dict[str, Any]:
     """Pull findings of ``types`` from the emulator into the warehouse of the default connections."""
     return ExtractFindingsOperator(task_id="extract", issue_types=types).execute(make_context())
-
-
-def answer(operator: Any, context: dict[str, Any], choice: str, by: str = "alice") -> Any:
-    """Complete an approval task with the event the Human-in-the-loop trigger sends when ``by`` chose ``choice``."""
-    event = {"chosen_options": [choice], "params_input": {}, "responded_at": datetime.now(timezone.utc),
-             "responded_by_user": {"id": "7", "name": by}}
-    return operator.execute_complete(context, event)
 
 
 @contextmanager

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
-from findings_provider.compat import AirflowFailException
+from findings_provider.compat import AirflowFailException, DownstreamTasksSkipped
 from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
@@ -19,9 +20,11 @@ from findings_provider.pipeline import approval
 from findings_provider.values import ParamError
 from fixtures import ops as sent
 from fixtures import seq_of
+from hitl import answer
+from present import present
 from task_context import make_context
 
-from .helpers import answer, extract
+from .helpers import extract
 
 pytestmark = pytest.mark.integration
 
@@ -41,11 +44,6 @@ def test_the_branch_refuses_a_value_that_is_not_a_boolean_naming_it() -> None:
     assert ApprovalBranchOperator.template_fields == ("needs_approval",)
     with pytest.raises(ParamError, match="needs_approval = 'maybe' is not a boolean; use true or false"):
         branch("maybe").choose_branch({})
-
-
-def test_an_approval_of_an_unknown_write_is_refused_naming_the_kinds() -> None:
-    with pytest.raises(ValueError, match="kind 'deploys': expected 'triage' or 'tickets'"):
-        PlanApprovalOperator(task_id="approve", kind="deploys", subject="s", body="b")
 
 
 @pytest.mark.parametrize(("choice", "approved"), [("Approve", True), ("Reject", False)])
@@ -115,3 +113,37 @@ def test_tickets_above_the_cap_need_an_approval_the_write_checks(fresh, warehous
     result = CreateTicketsOperator(task_id="create", max_tickets=1).execute(ctx)
     assert result["tickets"] == plan["tickets"] > 1  # exactly what the person approved, not the cap
     assert ctx["ti"].xcom["tickets"] == result["tickets"]
+
+
+def test_every_write_kind_of_pipeline_approval_is_asked_and_recorded_alike(warehouse):
+    """The approval task takes the kinds of ``pipeline.approval`` (policy tuning's included), refuses any other,
+    and records the answer where the write of that kind reads it."""
+    with DAG("kinds_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
+        approvals = {kind: PlanApprovalOperator(task_id=f"approve_{kind}", kind=kind, subject="s", body="b")
+                     for kind in approval.KINDS}
+        with pytest.raises(ValueError, match="expected one of 'triage', 'tickets', 'policies'"):
+            PlanApprovalOperator(task_id="approve_projects", kind="projects", subject="s", body="b")
+    assert set(approvals) == {"triage", "tickets", "policies"}
+    for kind, operator in approvals.items():
+        ctx = make_context(f"run_{kind}")
+        approval.record_plan(warehouse, kind, ctx["run_id"], reasons=["asked"], planned={"p": 1})
+        assert "none is recorded" in str(approval.missing_approval(approval.get_plan(warehouse, kind, ctx["run_id"])))
+        answer(operator, ctx, "Approve")
+        assert approval.missing_approval(approval.get_plan(warehouse, kind, ctx["run_id"])) is None
+        assert present(approval.get_plan(warehouse, kind, ctx["run_id"]))["decision"]["by"] == "alice"
+
+
+def test_a_rejection_is_recorded_before_airflow_skips_the_write(warehouse):
+    """With a write downstream (as in every DAG), Airflow 3 skips it after a Reject by raising from the completion
+    handler: the rejection is recorded first, so the write (if it runs anyway) names who rejected."""
+    with DAG("reject_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
+        approve = PlanApprovalOperator(task_id="approve", kind="policies", subject="s", body="b")
+        approve >> EmptyOperator(task_id="apply")
+    ctx = {**make_context("rejected"), "task": approve}
+    approval.record_plan(warehouse, "policies", "rejected", reasons=["asked"], planned={"2101": 1})
+
+    with pytest.raises(DownstreamTasksSkipped):
+        answer(approve, ctx, "Reject")
+
+    problem = present(approval.missing_approval(approval.get_plan(warehouse, "policies", "rejected")))
+    assert problem.startswith("a person (alice) rejected this plan")

@@ -1,26 +1,36 @@
 """Policy tuning operators against the emulator, through connections: rules listed, proposals from known findings,
-dry run, approval."""
+dry run, approval.
+
+The approval is the one of every write (``PlanApprovalOperator``, kind ``policies``): its completion handler is
+driven with the event the Human-in-the-loop trigger sends, and "marked successful by hand" is a run without it.
+"""
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from airflow.sdk import DAG
 from findings_provider.client import FindingsClient
 from findings_provider.compat import AirflowFailException
+from findings_provider.operators.approval import PlanApprovalOperator
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
     ListPolicyRulesOperator,
     ProposePolicyChangesOperator,
 )
+from findings_provider.pipeline import approval
 from findings_provider.warehouse import policy_rule_rows
 from findings_provider.warehouse.schema import policy_changes, policy_rules
 from fixtures import writes
 from governance.helpers import FindingWriter
+from hitl import answer
+from present import present
 from sqlalchemy import select
-from task_context import FakeTaskInstance, run_operator
+from task_context import FakeTaskInstance, make_context, run_operator
 
 from .helpers import default_api
 
@@ -92,12 +102,15 @@ def list_and_propose(ti: FakeTaskInstance, *, dry_run: bool, report_dir: Path) -
     )
 
 
-def approval(choice: str) -> dict:
-    return {(APPROVAL_TASK, "return_value"): {"chosen_options": [choice], "responded_by_user": {"id": "1"}}}
+def answered(ti: FakeTaskInstance, choice: str) -> None:
+    """A person answers the run's approval request ``choice`` (the approval task's completion handler runs)."""
+    with DAG("policy_approval_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
+        approve = PlanApprovalOperator(task_id=APPROVAL_TASK, kind=approval.POLICIES, subject="s", body="b")
+    answer(approve, make_context(ti), choice)
 
 
 def apply_operator() -> ApplyPolicyChangesOperator:
-    return ApplyPolicyChangesOperator(task_id="apply_policy_changes", approval_task_id=APPROVAL_TASK)
+    return ApplyPolicyChangesOperator(task_id="apply_policy_changes")
 
 
 def change_rows(warehouse) -> set[tuple]:
@@ -182,9 +195,12 @@ def test_an_approved_apply_changes_exactly_the_proposed_rules_and_records_previo
     fresh, client, warehouse, known_data, tmp_path
 ):
     modes, expected = known_data
-    ti = FakeTaskInstance(xcoms=approval("Approve"))
+    ti = FakeTaskInstance()
     proposal = list_and_propose(ti, dry_run=False, report_dir=tmp_path)
     assert proposal["needs_approval"] is True
+    assert ti.xcoms[("propose_policy_changes", "needs_approval")] is True  # what check_approval branches on
+    assert proposal["approval_subject"] == f"Apply {len(expected)} rule mode changes?"
+    answered(ti, "Approve")
     before = fresh.requests()[-1]["seq"]
 
     result = run_operator(apply_operator(), ti)
@@ -220,21 +236,84 @@ def test_an_approved_apply_changes_exactly_the_proposed_rules_and_records_previo
 
 def test_a_rejected_approval_applies_nothing(fresh, client, warehouse, known_data, tmp_path):
     modes, _ = known_data
-    ti = FakeTaskInstance(xcoms=approval("Reject"))
+    ti = FakeTaskInstance()
     list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+    answered(ti, "Reject")
 
-    result = run_operator(apply_operator(), ti)
+    with pytest.raises(AirflowFailException, match=r"a person \(alice\) rejected this plan"):
+        run_operator(apply_operator(), ti)
 
-    assert (result["approved"], result["applied"]) == (False, 0)
     assert writes(fresh.requests()) == []
     assert listed_modes(client) == modes
     assert change_rows(warehouse) == set()
 
 
+def test_an_approval_task_marked_successful_by_hand_applies_nothing(fresh, client, warehouse, known_data, tmp_path):
+    """No recorded answer: the approval task "succeeded" without its completion handler, as when a person marks it
+    successful by hand; even an XCom of it saying "Approve" (left by an earlier try, or pushed by hand) is not
+    consent."""
+    modes, _ = known_data
+    ti = FakeTaskInstance(xcoms={(APPROVAL_TASK, "return_value"): {"chosen_options": ["Approve"]}})
+    list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+
+    with pytest.raises(AirflowFailException, match="marking the approval task successful by hand is not approval"):
+        run_operator(apply_operator(), ti)
+
+    assert writes(fresh.requests()) == []
+    assert listed_modes(client) == modes
+    assert change_rows(warehouse) == set()
+
+
+def test_an_approval_of_an_earlier_proposal_does_not_cover_a_new_one(fresh, client, warehouse, known_data,
+                                                                     tmp_path):
+    """Proposing again in the same run (a cleared task) records a new plan: the earlier answer is gone."""
+    modes, _ = known_data
+    ti = FakeTaskInstance()
+    list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+    answered(ti, "Approve")
+    list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+
+    with pytest.raises(AirflowFailException, match="none is recorded"):
+        run_operator(apply_operator(), ti)
+
+    assert writes(fresh.requests()) == []
+    assert listed_modes(client) == modes
+
+
+def test_nothing_proposed_applies_nothing_and_asks_no_one(fresh, client, warehouse, tmp_path):
+    modes = listed_modes(client)
+    ti = FakeTaskInstance()
+
+    proposal = list_and_propose(ti, dry_run=False, report_dir=tmp_path)  # no findings: nothing to propose
+    result = run_operator(apply_operator(), ti)
+
+    assert (proposal["proposed"], proposal["needs_approval"]) == (0, False)
+    assert ti.xcoms[("propose_policy_changes", "needs_approval")] is False
+    assert present(approval.get_plan(warehouse, approval.POLICIES, ti.run_id))["needs_approval"] is False
+    assert (result["proposed"], result["applied"]) == (0, 0)
+    assert writes(fresh.requests()) == []
+    assert listed_modes(client) == modes
+
+
+def test_explicit_proposals_without_a_recorded_plan_apply_nothing(fresh, client, warehouse, known_data):
+    modes, expected = known_data
+    (policy, path), mode = sorted(expected.items())[0]
+    proposals = [{"policy_id": policy, "rule_path": path, "current_mode": modes[path][policy],
+                  "proposed_mode": mode}]
+
+    with pytest.raises(AirflowFailException, match="recorded no proposal for a person to approve"):
+        run_operator(ApplyPolicyChangesOperator(task_id="apply_policy_changes", proposals=proposals),
+                     FakeTaskInstance())
+
+    assert writes(fresh.requests()) == []
+    assert listed_modes(client) == modes
+
+
 def test_a_rule_changed_by_someone_since_the_proposal_is_skipped(fresh, client, warehouse, known_data, tmp_path):
     modes, expected = known_data
-    ti = FakeTaskInstance(xcoms=approval("Approve"))
+    ti = FakeTaskInstance()
     list_and_propose(ti, dry_run=False, report_dir=tmp_path)
+    answered(ti, "Approve")
     (policy, path), _ = sorted(expected.items())[0]
     client.update_rule_mode(policy, path, "MODE_DISABLED")
 
@@ -258,9 +337,8 @@ def test_explicit_proposals_in_a_dry_run_are_not_sent_and_dry_run_must_be_a_bool
     proposals = [{"policy_id": "2101", "rule_path": "some.rule", "current_mode": "MODE_BLOCK",
                   "proposed_mode": "MODE_MONITOR", "metric": "fp_share", "value": 0.9, "sample": 30,
                   "threshold": "noisy"}]
-    ti = FakeTaskInstance(xcoms=approval("Approve"))
-    dry = ApplyPolicyChangesOperator(task_id="apply", proposals=proposals, approval_task_id=APPROVAL_TASK,
-                                     dry_run="true")
+    ti = FakeTaskInstance()
+    dry = ApplyPolicyChangesOperator(task_id="apply", proposals=proposals, dry_run="true")
     assert run_operator(dry, ti) == {"dry_run": True, "approved": None, "proposed": 1, "applied": 0}
     with pytest.raises(AirflowFailException, match="dry_run = 'sometimes' is not a boolean; use true or false"):
         ApplyPolicyChangesOperator(task_id="apply", proposals=proposals, dry_run="sometimes").execute({"ti": ti})

@@ -10,10 +10,11 @@ from findings_provider.compat import AirflowFailException
 from findings_provider.operators.triage import BulkTriageOperator, PlanTriageOperator, TriageApprovalOperator
 from findings_provider.warehouse.schema import triage_actions
 from fixtures import ops, seq_of
+from hitl import answer
 from sqlalchemy import select
 from task_context import make_context
 
-from .helpers import answer, extract
+from .helpers import extract
 
 pytestmark = pytest.mark.integration
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import msgspec
 import orjson
 import pytest
+from findings_provider.client.vocabulary import IssueType
 from findings_provider.warehouse import (
     DEPENDENCY_COLUMNS,
     DEPENDENCY_REPOSITORY_COLUMNS,
@@ -97,33 +99,6 @@ SECRETS = {
 
 def as_dict(row: tuple) -> dict:
     return dict(zip(FINDING_COLUMNS, row, strict=True))
-
-
-def test_sast_finding_maps_every_column():
-    (row,) = finding_rows("sast", [msgspec.Raw(SAST)])
-    assert as_dict(row) == {
-        "issue_type": "sast",
-        "id": 9001,
-        "repository_name": "acme/payments",
-        "ref": "refs/heads/main",
-        "rule_name": "python.sqli",
-        "severity": "critical",
-        "confidence": "high",
-        "status": "open",
-        "triage_state": "untriaged",
-        "triage_reason": "no_triage_reason",
-        "autotriage_verdict": "true_positive",
-        "reachability": None,
-        "match_based_id": "a1b2c3",
-        "relevant_since": "2020-11-18 23:28:12.391000+00:00",
-        "external_ticket_id": None,
-        "first_seen_scan_id": 77,
-        "validation_state": None,
-        "path": "src/db.py",
-        "triaged_at": None,
-        "state_updated_at": "2020-11-19 08:00:00.500000+00:00",
-        "raw": SAST.decode(),
-    }
 
 
 def test_raw_is_the_original_bytes_exactly():
@@ -419,11 +394,54 @@ SECRET_REAL = {
 }
 
 
-def test_real_dialect_secret_maps_to_canonical_columns():
-    row = as_dict(finding_row_from_dict("secrets", SECRET_REAL))
-    raw = row.pop("raw")
-    assert orjson.loads(raw) == SECRET_REAL  # as received
-    assert row == {
+# A finding of the AI code scanner: a code finding's shape with its own fields (kept in ``raw`` only).
+AI_SAST = {
+    "id": 9101,
+    "severity": "high",
+    "confidence": "medium",
+    "created_at": "2024-03-01T10:00:00Z",
+    "relevant_since": "2024-03-01T10:00:00Z",
+    "match_based_id": "ai-1",
+    "ref": "refs/heads/main",
+    "repository": {"name": "acme/billing", "url": "https://git.example.com/acme/billing"},
+    "location": {"filePath": "billing/invoices.py", "line": 42},
+    "rule": {"name": "ai.detection.idor", "message": "The invoice lookup does not check its owner"},
+    "rule_name": "ai.detection.idor",
+    "status": "open",
+    "triage_state": "untriaged",
+    "ai_impact": "An attacker reads other users' invoices",
+    "assistant": {"autotriage": {"verdict": "true_positive"}},
+    "external_ticket": {"id": 88, "externalSlug": "SEC-88"},
+}
+
+#: A finding of every issue type, as the service sends it, and every column of the row it becomes (``raw``: the
+#: bytes as received). A new ``IssueType`` needs its entry: the test below runs once per member of the enum.
+ROWS: dict[str, tuple[bytes, dict[str, Any]]] = {
+    "sast": (SAST, {
+        "issue_type": "sast", "id": 9001, "repository_name": "acme/payments", "ref": "refs/heads/main",
+        "rule_name": "python.sqli", "severity": "critical", "confidence": "high", "status": "open",
+        "triage_state": "untriaged", "triage_reason": "no_triage_reason", "autotriage_verdict": "true_positive",
+        "reachability": None, "match_based_id": "a1b2c3", "relevant_since": "2020-11-18 23:28:12.391000+00:00",
+        "external_ticket_id": None, "first_seen_scan_id": 77, "validation_state": None, "path": "src/db.py",
+        "triaged_at": None, "state_updated_at": "2020-11-19 08:00:00.500000+00:00",
+    }),
+    "sca": (orjson.dumps(SCA), {
+        "issue_type": "sca", "id": 42, "repository_name": "acme/web", "ref": "refs/heads/dev",
+        "rule_name": "ssc-lodash-proto", "severity": "high", "confidence": "medium", "status": "fixing",
+        "triage_state": "reviewing", "triage_reason": None, "autotriage_verdict": None,
+        "reachability": "always_reachable", "match_based_id": "m-42",
+        "relevant_since": "2020-11-18 23:28:12.391807+00:00", "external_ticket_id": 313, "first_seen_scan_id": 78,
+        "validation_state": None, "path": "app.js", "triaged_at": None, "state_updated_at": None,
+    }),
+    "ai_sast": (orjson.dumps(AI_SAST), {
+        "issue_type": "ai_sast", "id": 9101, "repository_name": "acme/billing", "ref": "refs/heads/main",
+        "rule_name": "ai.detection.idor", "severity": "high", "confidence": "medium", "status": "open",
+        "triage_state": "untriaged", "triage_reason": None, "autotriage_verdict": "true_positive",
+        "reachability": None, "match_based_id": "ai-1", "relevant_since": "2024-03-01 10:00:00.000000+00:00",
+        "external_ticket_id": 88, "first_seen_scan_id": None, "validation_state": None,
+        "path": "billing/invoices.py", "triaged_at": None, "state_updated_at": None,
+    }),
+    "secrets": (orjson.dumps(SECRET_REAL), {  # the real service's dialect
         "issue_type": "secrets", "id": 691234, "repository_name": "acme/infra", "ref": "refs/heads/main",
         "rule_name": "AWS access key", "severity": "high", "confidence": "low", "status": "open",
         "triage_state": None, "triage_reason": None, "autotriage_verdict": "false_positive",
@@ -431,7 +449,16 @@ def test_real_dialect_secret_maps_to_canonical_columns():
         "external_ticket_id": 12, "first_seen_scan_id": None,
         "validation_state": "confirmed_valid", "path": "config/aws.py", "triaged_at": None,
         "state_updated_at": None,
-    }
+    }),
+}
+
+
+@pytest.mark.parametrize("issue_type", list(IssueType))
+def test_a_finding_of_each_issue_type_maps_every_column(issue_type):
+    assert issue_type in set(ROWS), f"no {issue_type} finding in ROWS: add one and the row it becomes"
+    body, expected = ROWS[issue_type]
+    (row,) = finding_rows(issue_type, [msgspec.Raw(body)])
+    assert as_dict(row) == {**expected, "raw": body.decode()}
 
 
 @pytest.mark.parametrize("spelling", ["always reachable", "always_reachable", "ALWAYS_REACHABLE"])

@@ -289,11 +289,6 @@ def approval_markdown(proposals: Sequence[dict[str, Any]], report_path: str | No
     return "\n".join(lines)
 
 
-def approval_needed(proposal: dict[str, Any] | None) -> bool:
-    """True when a person must approve: not a dry run and something is proposed (a short-circuit callable)."""
-    return bool(proposal and proposal.get("needs_approval"))
-
-
 # --- applying -----------------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import BaseBranchOperator
 
+from findings_provider.compat import DownstreamTasksSkipped
 from findings_provider.hooks.warehouse import FindingsWarehouseHook
 from findings_provider.pipeline import approval
 from findings_provider.values import as_bool
@@ -48,7 +49,8 @@ def responder(result: dict[str, Any]) -> str | None:
 class PlanApprovalOperator(ApprovalOperator):
     """Ask a person to approve or reject a write's plan in the Airflow UI (Required Actions); record the answer.
 
-    :param kind: which write's plan (``triage`` or ``tickets``; see ``findings_provider.pipeline.approval``).
+    :param kind: which write's plan (one of ``findings_provider.pipeline.approval.KINDS``: ``triage``, ``tickets``,
+        ``policies``).
     :param warehouse_conn_id: the warehouse connection, where the answer is recorded.
     """
 
@@ -60,22 +62,29 @@ class PlanApprovalOperator(ApprovalOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if kind not in (approval.TRIAGE, approval.TICKETS):
-            raise ValueError(f"kind {kind!r}: expected {approval.TRIAGE!r} or {approval.TICKETS!r}")
+        if kind not in approval.KINDS:
+            raise ValueError(f"kind {kind!r}: expected one of {', '.join(map(repr, approval.KINDS))}")
         self.kind = kind
         self.warehouse_conn_id = warehouse_conn_id
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        result = super().execute_complete(context, event)
-        approved = result["chosen_options"][0] == self.APPROVE
+        try:
+            result = super().execute_complete(context, event)
+        except DownstreamTasksSkipped:
+            # after a Reject, Airflow 3 skips the write by raising this: the rejection is recorded first
+            self._record(context, event, approved=False)
+            raise
+        self._record(context, result, approved=result["chosen_options"][0] == self.APPROVE)
+        return result
+
+    def _record(self, context: Any, answer: dict[str, Any], *, approved: bool) -> None:
         warehouse = FindingsWarehouseHook(warehouse_conn_id=self.warehouse_conn_id).get_warehouse()
         approval.record_decision(warehouse, self.kind, context.get("run_id"), approved=approved,
-                                 by=responder(result))
+                                 by=responder(answer))
         if not approved:
-            self.on_rejected(warehouse, result)
+            self.on_rejected(warehouse, answer)
         self.log.info("%s plan %s by %s", self.kind, "approved" if approved else "rejected",
-                      responder(result) or "a person")
-        return result
+                      responder(answer) or "a person")
 
     def on_rejected(self, warehouse: Any, result: dict[str, Any]) -> None:
         """What a rejection leaves behind besides the recorded answer (nothing here)."""

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from findings_provider.governance.common import as_id_list, preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import PolicyReportLink, RulesChangedLink
+from findings_provider.pipeline import approval
 from findings_provider.values import as_bool
 
 PROPOSAL_STATE = "policy_tuning/proposal"
-APPROVE = "Approve"
 
 
 class ListPolicyRulesOperator(FindingsBaseOperator):
@@ -57,6 +58,9 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
     findings.
     The proposal goes to the task log, to an HTML report and CSV files, and in full to the warehouse's
     ``pipeline_state`` (key in the XCom) for :class:`ApplyPolicyChangesOperator`. Nothing is changed here.
+    Every change needs a person's approval: unless it is a dry run or nothing is proposed, the run's plan is
+    recorded as needing one (``pipeline.approval``, kind ``policies``), where the apply task checks the answer;
+    ``needs_approval`` is also pushed under its own XCom key (for ``dag_defaults.approval_steps``).
 
     :param policy_ids: policies whose rules are evaluated (None: every policy in ``policy_rules``). Templated.
     :param thresholds: ``ModeRule`` objects or dicts; None: ``policy_tuning.rules`` of ``pipeline.yaml``.
@@ -64,7 +68,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
     :param dedupe_fingerprints: count one issue found on several branches (same ``match_based_id``) once.
     :param report_dir: directory of the report (default ``$FINDINGS_REPORT_DIR/policy_tuning``).
     :return: ``{"proposed", "rules_evaluated", "dry_run", "needs_approval", "proposal_key", "report",
-        "preview" (first rows), "approval_body" (markdown for the approver)}``.
+        "preview" (first rows), "approval_subject", "approval_body" (markdown for the approver)}``.
     """
 
     operator_extra_links = (PolicyReportLink(),)
@@ -149,14 +153,21 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
         self.log.info("report: %s", report.html)
         key = state_key(PROPOSAL_STATE, dag_id, run_id)
         warehouse.set_state(key, {"proposals": records, "dry_run": dry_run, "report": report.html})
+        needs_approval = bool(records) and not dry_run
+        reasons = [f"{len(records)} rule mode changes proposed: every change needs a person's approval"]
+        planned = Counter(str(record["policy_id"]) for record in records)  # changes per policy
+        approval.record_plan(warehouse, approval.POLICIES, run_id, reasons=reasons if needs_approval else [],
+                             planned=dict(planned))
+        context["ti"].xcom_push(key="needs_approval", value=needs_approval)
         return {
             "proposed": len(records),
             "rules_evaluated": len(evaluated),
             "dry_run": dry_run,
-            "needs_approval": bool(records) and not dry_run,
+            "needs_approval": needs_approval,
             "proposal_key": key,
             "report": report.as_xcom(),
             "preview": preview(records),
+            "approval_subject": f"Apply {len(records)} rule mode changes?",
             "approval_body": pt.approval_markdown(records, report.html),
         }
 
@@ -165,15 +176,17 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
     """Apply proposed rule mode changes with the update-policy call, each recorded in ``policy_changes``.
 
     The proposals come from ``proposals`` or, by default, from the warehouse entry named by the XCom of the
-    task ``propose_task_id``. With ``approval_task_id`` the changes apply only if that task's outcome (an
-    ``ApprovalOperator``'s XCom) chose "Approve"; anything else applies nothing. Each applied change is logged
-    with the rule's previous mode, new mode, status and the API's response, so it can be reverted. A rule
-    whose mode changed since the proposal is skipped. Failures are recorded and fail the task at the end (a
-    retry sends only what is still missing).
+    task ``propose_task_id``. Changes apply only when a person approved this run's plan: the task checks the
+    decision recorded in the warehouse (``pipeline.approval``, kind ``policies``, written by
+    ``PlanApprovalOperator``) itself, so an approval task marked successful by hand is not consent; without a
+    recorded approval, or after a rejection, it fails and applies nothing. A dry run, or nothing proposed,
+    applies nothing and needs no approval. Each applied change is logged with the rule's previous mode, new
+    mode, status and the API's response, so it can be reverted. A rule whose mode changed since the proposal is
+    skipped. Failures are recorded and fail the task at the end (a retry sends only what is still missing).
 
     :param propose_task_id: task whose XCom carries ``proposal_key`` (a ``ProposePolicyChangesOperator``).
-    :param proposals: explicit proposals (dicts with policy_id, rule_path, current_mode, proposed_mode, ...).
-    :param approval_task_id: the approval task whose outcome gates the changes; None: no approval check.
+    :param proposals: explicit proposals (dicts with policy_id, rule_path, current_mode, proposed_mode, ...);
+        they too apply only with this run's recorded approval.
     :param dry_run: log what would be applied and change nothing. Templated.
     """
 
@@ -188,24 +201,13 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
         *,
         propose_task_id: str | None = "propose_policy_changes",
         proposals: Any = None,
-        approval_task_id: str | None = None,
         dry_run: Any = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.propose_task_id = propose_task_id
         self.proposals = proposals
-        self.approval_task_id = approval_task_id
         self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
-
-    def _approved(self, context: Any) -> bool:
-        if self.approval_task_id is None:
-            return True
-        outcome = context["ti"].xcom_pull(task_ids=self.approval_task_id)
-        chosen = list((outcome or {}).get("chosen_options") or ())
-        by = (outcome or {}).get("responded_by_user")
-        self.log.info("approval task %s answered %s (by %s)", self.approval_task_id, chosen or "nothing", by)
-        return chosen == [APPROVE]
 
     def _load(self, context: Any, warehouse: Any) -> list[dict[str, Any]]:
         if self.proposals is not None:
@@ -228,12 +230,23 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
             for p in proposals:
                 self.log.info("DRY RUN would apply %s", describe(p))
             return {"dry_run": True, "approved": None, "proposed": len(proposals), "applied": 0}
-        if not self._approved(context):
-            self.log.info("not approved: none of the %d proposed changes is applied", len(proposals))
-            return {"dry_run": False, "approved": False, "proposed": len(proposals), "applied": 0}
+        if not proposals:
+            self.log.info("nothing proposed: nothing to apply")
+            return {"dry_run": False, "approved": None, "proposed": 0, "applied": 0}
         _, run_id = run_identity(context)
+        record = approval.get_plan(warehouse, approval.POLICIES, run_id)
+        if record is None or not record.get("needs_approval"):  # every change needs a person's approval
+            raise approval.ApprovalError(
+                f"not applying {len(proposals)} rule mode changes: run {run_id!r} recorded no proposal for a "
+                "person to approve; propose them in the same run (ProposePolicyChangesOperator, not a dry run) "
+                "and have a person approve them"
+            )
+        problem = approval.missing_approval(record)
+        if problem:
+            raise approval.ApprovalError(f"not applying rule mode changes: {problem}")
         counts = apply_policy_changes(self.api_hook.client, warehouse, proposals, run_id=run_id)
-        self.log.info("policy changes of %d proposals: %s", len(proposals), counts)
+        self.log.info("policy changes of %d proposals approved by %s: %s", len(proposals),
+                      record["decision"]["by"], counts)
         if counts["failed"]:
             raise RuntimeError(
                 f"{counts['failed']} of {len(proposals)} rule mode changes failed (see policy_changes and "

@@ -1,9 +1,10 @@
 """Caps on what one run may write, and the approval a person gives above them, checked by the write itself.
 
 The plan task records what it planned and why a person must approve it (a policy above its cap, the selection
-above the approval threshold) in ``pipeline_state`` under ``<kind>.plan.<run_id>``. The approval task records
-the person's decision there (only its completion handler does: a task marked successful by hand records
-nothing). The write task reads the record and refuses to act when approval was needed and not given.
+above the approval threshold, any proposed rule mode change) in ``pipeline_state`` under
+``<kind>.plan.<run_id>``. The approval task records the person's decision there (only its completion handler
+does: a task marked successful by hand records nothing). The write task reads the record and refuses to act
+when approval was needed and not given.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from findings_provider.warehouse import Warehouse
 
 TRIAGE = "triage"
 TICKETS = "tickets"
+POLICIES = "policies"
+#: The writes that ask a person: bulk triage, ticket creation, rule mode changes (policy tuning).
+KINDS = (TRIAGE, TICKETS, POLICIES)
 
 
 class ApprovalError(Exception):
