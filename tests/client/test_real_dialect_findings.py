@@ -81,19 +81,18 @@ def test_real_dialect_gives_the_reference_canonical_values(issue_type, reference
 def test_typed_model_and_raw_row_path_agree(issue_type, dialect, finding):
     """One description: the fast row path stores exactly the typed model's canonical values."""
     f = typed(issue_type, finding)
-    from_model = {
-        "issue_type": issue_type, "id": f.id, "repository_name": f.repository_name, "ref": f.ref,
-        "rule_name": f.rule_name, "severity": f.severity, "confidence": f.confidence, "status": f.status,
-        "triage_state": f.triage_state, "triage_reason": f.triage_reason,
-        "autotriage_verdict": f.autotriage_verdict, "reachability": f.reachability,
-        "match_based_id": f.match_based_id, "relevant_since": utc_text(f.relevant_since),
-        "external_ticket_id": f.external_ticket_id, "first_seen_scan_id": f.first_seen_scan_id,
-        "validation_state": f.validation_state, "path": f.path, "triaged_at": utc_text(f.triaged_at),
-        "state_updated_at": utc_text(f.state_updated_at),
-    }
+    from_model = {"issue_type": issue_type, **{
+        name: utc_text(getattr(f, name)) if kind == "timestamp" else getattr(f, name)
+        for name, (kind, _) in canonical.FINDING_FIELDS.items()}}
     stored = row(issue_type, finding)
     assert stored.pop("raw") == orjson.dumps(finding).decode()  # the bytes as received
     assert stored == from_model
+
+
+def test_every_canonical_field_is_a_declared_attribute_of_the_typed_finding():
+    """A field added to ``FINDING_FIELDS`` (a new warehouse column) is declared on ``Finding`` too, so that type
+    checkers and readers of the model see it (an undeclared one would only be kept as an unknown field)."""
+    assert [name for name in canonical.FINDING_FIELDS if name not in Finding.model_fields] == []
 
 
 def test_findings_envelopes_flat_and_per_type_including_ai():

@@ -153,9 +153,10 @@ def file_path(value: str | None) -> str | None:
 
 Path = tuple[str, ...]
 
-#: canonical field -> (kind, source paths in order of precedence). Kinds: ``text``, ``id``, ``timestamp``,
-#: ``file_path`` (text, see ``file_path``) or an enum kind of ``VOCABULARIES``. The first path with a value other
-#: than None and "" wins ("" if only that).
+#: canonical field -> (kind, source paths in order of precedence); also, in this order, the API-read columns of the
+#: warehouse's ``findings`` (``warehouse.rows.FINDING_COLUMNS``) and the canonical attributes of ``models.Finding``.
+#: Kinds: ``text``, ``id``, ``timestamp``, ``file_path`` (text, see ``file_path``) or an enum kind of
+#: ``VOCABULARIES``. The first path with a value other than None and "" wins ("" if only that).
 FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
     "id": ("id", (("id",),)),
     "repository_name": ("text", (("repository", "name"), ("repository",), ("repository_name",))),
@@ -180,8 +181,6 @@ FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
         ),
     ),
     "first_seen_scan_id": ("id", (("first_seen_scan_id",),)),
-    "triaged_at": ("timestamp", (("triaged_at",), ("triagedAt",))),
-    "state_updated_at": ("timestamp", (("state_updated_at",), ("stateUpdatedAt",))),
     "validation_state": ("validation_state", (("validation_state",), ("validationState",))),
     "path": (
         "file_path",
@@ -196,6 +195,8 @@ FINDING_FIELDS: dict[str, tuple[str, tuple[Path, ...]]] = {
             ("usage", "location", "path"),
         ),
     ),
+    "triaged_at": ("timestamp", (("triaged_at",), ("triagedAt",))),
+    "state_updated_at": ("timestamp", (("state_updated_at",), ("stateUpdatedAt",))),
 }
 
 # Any JSON value but an object: lets a field declared as an object arrive as something else without failing.

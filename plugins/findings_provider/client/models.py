@@ -449,11 +449,7 @@ class Assistant(ApiModel):
 
 
 #: Finding attributes that hold the canonical value of ``canonical.FINDING_FIELDS`` of the same name.
-_CANONICAL_ATTRIBUTES = (
-    "id", "repository_name", "ref", "rule_name", "severity", "confidence", "status", "triage_state",
-    "triage_reason", "autotriage_verdict", "reachability", "match_based_id", "relevant_since",
-    "external_ticket_id", "first_seen_scan_id", "validation_state", "path", "triaged_at", "state_updated_at",
-)
+_CANONICAL_ATTRIBUTES = tuple(canonical.FINDING_FIELDS)
 
 
 class Finding(ApiModel):

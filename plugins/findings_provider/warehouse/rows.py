@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 import msgspec
 import orjson
 
-from findings_provider.client.canonical import ISSUE_TYPES, compile_reader
+from findings_provider.client.canonical import FINDING_FIELDS, ISSUE_TYPES, compile_reader
 from findings_provider.client.dependency_identity import dependency_key, licence_list
 
 from .timestamps import utc_text
@@ -55,29 +55,8 @@ JsonObject = msgspec.Raw | bytes | str | Mapping[str, Any]
 #: The range of a ``BIGINT`` column (and of SQLite's ``INTEGER``).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-FINDING_COLUMNS = (
-    "issue_type",
-    "id",
-    "repository_name",
-    "ref",
-    "rule_name",
-    "severity",
-    "confidence",
-    "status",
-    "triage_state",
-    "triage_reason",
-    "autotriage_verdict",
-    "reachability",
-    "match_based_id",
-    "relevant_since",
-    "external_ticket_id",
-    "first_seen_scan_id",
-    "validation_state",
-    "path",
-    "triaged_at",
-    "state_updated_at",
-    "raw",
-)
+#: A finding's row: its key, the API-read fields of ``client.canonical.FINDING_FIELDS`` (in that order), ``raw``.
+FINDING_COLUMNS = ("issue_type", *FINDING_FIELDS, "raw")
 SCAN_COLUMNS = (
     "id",
     "repository_id",
