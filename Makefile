@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 LOWEST_VENV ?= .venv-lowest
 LOWEST_BIN := $(LOWEST_VENV)/bin
 LOWEST_STAMP := $(LOWEST_VENV)/.installed
+# The test suites run on this many pytest-xdist workers: one more than the machine's cores, since the tests wait on
+# subprocesses (emulators, Airflow, Docker) as much as they compute. A module's tests stay on one worker; the modules
+# that start Airflow stacks share one (tests/conftest.py). TEST_WORKERS=0 runs the tests one by one, in-process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # What runs without starting Airflow components, Docker or a browser.
 IN_PROCESS := not e2e and not browser and not celery and not chaos and not integration and not bench and not compose and not install
 
@@ -64,18 +68,18 @@ lint: venv
 	MYPYPATH=bench $(BIN)/python -m mypy bench
 
 test: venv browser-deps compose-deps lint
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-lowest
 
 test-unit: venv
-	$(BIN)/python -m pytest -m "$(IN_PROCESS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "$(IN_PROCESS)" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The provider, hook, operator, sensor, trigger, DAG and warehouse tests on the lowest declared Airflow (with the
 # lowest declared versions of the provider's dependencies), DAG runs against the emulator included. Not here: the
 # suites that start Airflow components, Docker or a browser, and the three that answer an approval inside
 # dag.test(), which Airflow 3.2's dag.test() cannot serve (approvals there need the scheduler and triggerer).
 test-lowest: venv-lowest
-	PATH="$(abspath $(LOWEST_BIN)):$$PATH" $(LOWEST_BIN)/python -m pytest -p no:cacheprovider \
+	PATH="$(abspath $(LOWEST_BIN)):$$PATH" $(LOWEST_BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) \
 	  -m "(not e2e and not browser and not celery and not chaos and not bench and not compose and not install) and not approval_in_dag_test" \
 	  tests/test_provider_info.py tests/hooks tests/operators tests/sensors tests/triggers tests/dags tests/pipeline \
 	  tests/warehouse tests/governance tests/test_alerts.py $(LOWEST_PYTEST_ARGS)

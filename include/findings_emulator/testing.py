@@ -123,6 +123,14 @@ class EmulatorAdmin:
         return dict(self._admin_call("POST", f"findings/{finding_id}/person", json=action))
 
 
+#: How many ports :class:`EmulatorProcess` tries when it chooses the port itself.
+PORT_ATTEMPTS = 3
+
+
+class _PortTaken(RuntimeError):
+    """The emulator could not listen on its port: another process holds it."""
+
+
 class EmulatorProcess(EmulatorAdmin):
     """A ``python -m findings_emulator`` subprocess in its own process group, with the admin helpers."""
 
@@ -140,6 +148,7 @@ class EmulatorProcess(EmulatorAdmin):
     ) -> None:
         self.port = port or free_port()
         super().__init__(f"http://127.0.0.1:{self.port}", token)
+        self._choose_port = port is None
         self.dialect = dialect
         self.deployment_id = ""
         self.deployment_slug = ""
@@ -149,21 +158,34 @@ class EmulatorProcess(EmulatorAdmin):
             handle, log_path = tempfile.mkstemp(prefix="emulator-", suffix=".log")
             os.close(handle)
         self.log_path = Path(log_path)
-        command = [sys.executable, "-m", "findings_emulator", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--token", token, "--seed", str(seed), "--findings", str(findings), "--dialect", dialect,
-                   *extra_args]
-        python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
+        arguments = ["--token", token, "--seed", str(seed), "--findings", str(findings), "--dialect", dialect,
+                     *extra_args]
         started = time.monotonic()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._start(arguments)
+            try:
+                self._wait_healthy(startup_timeout)
+                break
+            except _PortTaken:
+                # the port chosen was taken between the choice and the bind (another test session, in parallel)
+                self.stop()
+                if not self._choose_port or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port()
+                EmulatorAdmin.__init__(self, f"http://127.0.0.1:{self.port}", token)
+            except BaseException:
+                self.stop()
+                raise
+        self.startup_seconds = time.monotonic() - started
+
+    def _start(self, arguments: list[str]) -> None:
+        command = [sys.executable, "-m", "findings_emulator", "--host", "127.0.0.1", "--port", str(self.port),
+                   *arguments]
+        python_path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, start_new_session=True,
                                              env={**os.environ, "PYTHONPATH": python_path})
-        try:
-            self._wait_healthy(startup_timeout)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - started
 
     @property
     def pid(self) -> int:
@@ -174,9 +196,14 @@ class EmulatorProcess(EmulatorAdmin):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"emulator exited with {self._process.returncode}:\n{self.log_tail()}")
+                tail = self.log_tail()
+                if "address already in use" in tail.lower():
+                    raise _PortTaken(tail)
+                raise RuntimeError(f"emulator exited with {self._process.returncode}:\n{tail}")
             try:
                 health = self._admin.get("/_emulator/health", timeout=2.0)
+                if health.status_code == 200 and health.json().get("pid") != self._process.pid:
+                    raise _PortTaken(f"another process answers on port {self.port}")
                 if health.status_code == 200:
                     self.deployment_id = health.json()["deployment_id"]
                     self.deployment_slug = health.json()["deployment_slug"]

@@ -275,6 +275,11 @@ def stack() -> Iterator[ComposeStack]:
             timings=timings,
         )
         stack.compose("down", "-v", "--remove-orphans", timeout=300, check=False)  # leftovers of a killed run
+        # Two killed runs started at once can leave two networks of one name, which "down" cannot tell apart: by id.
+        networks = _run([docker, "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+                        timeout=60, env=env, check=False).stdout.split()
+        if networks:
+            _run([docker, "network", "rm", *networks], timeout=120, env=env, check=False)
         old = _run([docker, "image", "inspect", "--format", "{{.Id}}", PROJECT_IMAGE], timeout=60, env=env,
                    check=False).stdout.strip()
         with timings.phase("project image (docker-compose build)"):

@@ -53,8 +53,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the root conftest prints them
+        session.config.workeroutput["e2e_timings"] = dict(TIMINGS)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
-    if TIMINGS:
+    if TIMINGS:  # in-process runs (under xdist, this session collected nothing: the root conftest prints them)
         terminalreporter.write_sep("-", "e2e stack timings")
         for key, seconds in TIMINGS.items():
             terminalreporter.write_line(f"{seconds:7.1f}s  {key}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Literal
 
@@ -42,10 +43,10 @@ class ScanCreate(BaseModel):
 
 @router.get("/health")
 def health(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
-    """Ready: the data is generated and the API answers."""
+    """Ready: the data is generated and the API answers. ``pid`` tells a starter that the answer is its process's."""
     config = emulator.config
     return OrjsonResponse({"ok": True, "deployment_id": config.deployment_id,
-                           "deployment_slug": config.deployment_slug})
+                           "deployment_slug": config.deployment_slug, "pid": os.getpid()})
 
 
 @router.get("/requests")
