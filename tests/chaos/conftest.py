@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from findings_emulator.testing import EmulatorProcess
+from parallel import send_summary
 
 from chaos.harness import settle, start_emulator, tally_snapshot, write_tally
 
@@ -26,13 +27,17 @@ def fresh(emulator: EmulatorProcess) -> Iterator[EmulatorProcess]:
     settle(emulator)
 
 
+TALLY_TITLE = "reliability tally (docs/reliability.md)"
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     write_tally()
+    send_summary(session.config, TALLY_TITLE, tally_snapshot())  # in an xdist worker: the controller prints it
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     snapshot = tally_snapshot()
     if snapshot:
-        terminalreporter.section("reliability tally (docs/reliability.md)")
+        terminalreporter.section(TALLY_TITLE)
         for key, value in snapshot.items():
             terminalreporter.write_line(f"{key}: {value}")

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from parallel import send_summary  # noqa: E402
 from smtp_inbox import Mailbox  # noqa: E402
 
 from devtools.environment import EmulatorOptions  # noqa: E402
@@ -41,6 +42,8 @@ from .helpers import (  # noqa: E402
     write_test_pipeline_config,
 )
 
+TIMINGS_TITLE = "e2e stack timings"
+
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
@@ -54,13 +57,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if hasattr(session.config, "workeroutput"):  # an xdist worker: the root conftest prints them
-        session.config.workeroutput["e2e_timings"] = dict(TIMINGS)
+    send_summary(session.config, TIMINGS_TITLE, TIMINGS)  # in an xdist worker: the controller prints them
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    if TIMINGS:  # in-process runs (under xdist, this session collected nothing: the root conftest prints them)
-        terminalreporter.write_sep("-", "e2e stack timings")
+    if TIMINGS:
+        terminalreporter.write_sep("-", TIMINGS_TITLE)
         for key, seconds in TIMINGS.items():
             terminalreporter.write_line(f"{seconds:7.1f}s  {key}")
 
