@@ -98,7 +98,7 @@ def test_daily_snapshot_counts_and_is_replaced_by_the_days_last(warehouse: Wareh
 
 def test_the_daily_snapshot_reads_the_covering_index_not_the_rows(warehouse: Warehouse):
     # the snapshot runs after every extraction over every finding: on the 2-3 KB rows it cost five times the CPU
-    # (bench/README.md); an index that stops covering SNAPSHOT_KEY, or a key column added without the index, fails
+    # (CHANGELOG.md); an index that stops covering SNAPSHOT_KEY, or a key column added without the index, fails
     if warehouse.engine.dialect.name != "sqlite":
         assert {"issue_type", "status", *SNAPSHOT_KEY} <= set(index_columns(warehouse.engine, "ix_findings_counts"))
         return

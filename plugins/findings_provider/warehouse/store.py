@@ -212,7 +212,7 @@ class Warehouse:
 
         With the history trigger on the table, SQLite's ``INSERT ... ON CONFLICT DO UPDATE`` costs about twice the
         CPU of a plain ``INSERT`` even for rows that do not conflict (the first load's figures before and after are
-        in ``bench/README.md``), so the stored keys of the page are looked up first (one indexed query per
+        in ``CHANGELOG.md``), so the stored keys of the page are looked up first (one indexed query per
         issue type) and only the rows already stored go through the upsert. The write lock is taken before the
         lookup (``BEGIN IMMEDIATE``): no other writer can store one of the new keys in between.
         """
