@@ -60,6 +60,7 @@ with DAG(
         poke_interval=CFG.sensor_poke_interval,
         timeout=CFG.sensor_timeout,
         fail_on_failure=False,  # the alert task reports failures, with details, in one place
+        deferrable=True,  # scans run for minutes to hours: wait in the triggerer, not in a worker slot
     ).expand(scan_id=search.output)
     # Runs even when a wait failed (timed out), so what finished is stored and alerted; pulls tolerate a
     # failed search (nothing to refresh then; the run is failed by the search task anyway).

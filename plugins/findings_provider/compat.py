@@ -6,7 +6,7 @@ them comes from the task SDK; a name that moves in a later release gets its fall
 
 from __future__ import annotations
 
-from airflow.sdk import AssetOrTimeSchedule, BaseBranchOperator, CronTriggerTimetable
+from airflow.sdk import AssetOrTimeSchedule, BaseBranchOperator, CronTriggerTimetable, conf
 from airflow.sdk.exceptions import (
     AirflowException,
     AirflowFailException,
@@ -19,4 +19,9 @@ from airflow.sdk.exceptions import (
 
 __all__ = ["AirflowException", "AirflowFailException", "AirflowNotFoundException", "AirflowSensorTimeout",
            "AssetOrTimeSchedule", "BaseBranchOperator", "CronTriggerTimetable", "DownstreamTasksSkipped",
-           "ParamValidationError", "TaskDeferred"]
+           "ParamValidationError", "TaskDeferred", "default_deferrable"]
+
+
+def default_deferrable() -> bool:
+    """Airflow's ``[operators] default_deferrable``: whether an operator that can defer does so unless told."""
+    return conf.getboolean("operators", "default_deferrable", fallback=False)

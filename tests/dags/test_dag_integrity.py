@@ -131,3 +131,10 @@ def test_every_approval_is_the_one_pattern_of_approval_steps(dagbag: Any) -> Non
             write = dag.get_task(check.proceed_task_id)
             assert write.trigger_rule == TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, where  # runs when no one is asked
     assert asking == set(APPROVAL_DAGS)
+
+
+def test_the_scan_wait_defers_whatever_airflows_default(dagbag: Any) -> None:
+    # the sensor follows [operators] default_deferrable (False unless set); the pipeline's scans run for minutes to
+    # hours, so its DAG asks for the triggerer itself
+    wait = dagbag.dags["scan_monitoring"].get_task("wait_for_scan")
+    assert wait.partial_kwargs["deferrable"] is True

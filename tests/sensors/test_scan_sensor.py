@@ -20,9 +20,12 @@ def sensor(scan_id, **kwargs) -> ScanCompletionSensor:
     return ScanCompletionSensor(task_id="wait", scan_id=scan_id, **kwargs)
 
 
-def test_defaults_and_template_fields() -> None:
+def test_defaults_and_template_fields(monkeypatch: pytest.MonkeyPatch) -> None:
     s = ScanCompletionSensor(task_id="wait", scan_id="{{ params.scan }}")
-    assert s.deferrable is True
+    assert s.deferrable is False  # Airflow's [operators] default_deferrable
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+    assert ScanCompletionSensor(task_id="wait", scan_id="1").deferrable is True
+    assert ScanCompletionSensor(task_id="wait", scan_id="1", deferrable=False).deferrable is False
     assert s.fail_on_failure is True
     assert "scan_id" in s.template_fields
     assert "findings_conn_id" in s.template_fields
@@ -40,7 +43,7 @@ def test_running_scan_defers_to_the_trigger_after_one_check(emulator, context) -
     scan = emulator.create_scan(status="SCAN_STATUS_RUNNING")
     seq = emulator.requests()[-1]["seq"] if emulator.requests() else 0
     with pytest.raises(TaskDeferred) as deferred:
-        sensor(scan["id"], timeout=600, poke_interval=7).execute(context)
+        sensor(scan["id"], deferrable=True, timeout=600, poke_interval=7).execute(context)
     trigger = deferred.value.trigger
     assert isinstance(trigger, ScanStatusTrigger)
     assert deferred.value.method_name == "execute_complete"

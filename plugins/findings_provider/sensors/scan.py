@@ -11,7 +11,12 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from findings_provider.client import FindingsApiError, ScanStatus, UnknownScanStatusError
-from findings_provider.compat import AirflowException, AirflowFailException, AirflowSensorTimeout
+from findings_provider.compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSensorTimeout,
+    default_deferrable,
+)
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 from findings_provider.operators.base import fail_fast
 from findings_provider.operators.links import ScanLink, scan_url
@@ -23,7 +28,7 @@ class ScanCompletionSensor(BaseSensorOperator):
 
     It checks once before deferring (an already finished scan never reaches the triggerer), pushes the
     scan's CI job URL for the "Scan" link, then defers to :class:`ScanStatusTrigger`, which enforces
-    ``timeout`` itself. With ``deferrable=False`` it pokes in the worker like any sensor.
+    ``timeout`` itself. Not deferrable, it pokes in the worker like any sensor.
 
     Outcomes: ``SCAN_STATUS_COMPLETED`` succeeds; ``SCAN_STATUS_ERROR``, ``SCAN_STATUS_NEVER_FINISHED`` and
     ``SCAN_STATUS_CANCELLED`` fail the task without retries (or only log a warning with
@@ -32,7 +37,8 @@ class ScanCompletionSensor(BaseSensorOperator):
 
     :param scan_id: the scan id (templated), or a list of ids.
     :param findings_conn_id: the ``findings_api`` connection.
-    :param deferrable: wait in the triggerer (default) instead of holding a worker slot.
+    :param deferrable: wait in the triggerer instead of holding a worker slot; by default as Airflow's
+        ``[operators] default_deferrable`` says (the ``scan_monitoring`` DAG passes True).
     :param fail_on_failure: fail the task when a scan finished unsuccessfully (default); with False the
         sensor succeeds and leaves the alerting to a later task.
     :param poke_interval: seconds between status checks (in the triggerer when deferred).
@@ -48,7 +54,7 @@ class ScanCompletionSensor(BaseSensorOperator):
         *,
         scan_id: str | int | list[str],
         findings_conn_id: str = DEFAULT_CONN_ID,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
         fail_on_failure: bool = True,
         poke_interval: timedelta | float = 30,
         timeout: timedelta | float = 7200,
@@ -57,7 +63,7 @@ class ScanCompletionSensor(BaseSensorOperator):
         super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
         self.scan_id = scan_id
         self.findings_conn_id = findings_conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.fail_on_failure = fail_on_failure
 
     @cached_property
