@@ -60,10 +60,12 @@ compose-deps:
 	  echo "compose-deps: installed Debian's docker.io, docker-compose and debootstrap"; \
 	fi
 
-# ruff, then mypy ([tool.mypy] in pyproject.toml: strict on client, warehouse, pipeline, governance), twice: the
-# provider, emulator, DAGs, devtools and tests; then bench/, whose scripts import each other as top-level modules.
+# ruff, then the import contracts ([tool.importlinter] in pyproject.toml: the layers, no Airflow below the hooks, no
+# circles), then mypy ([tool.mypy]: strict on client, warehouse, pipeline, governance), twice: the provider,
+# emulator, DAGs, devtools and tests; then bench/, whose scripts import each other as top-level modules.
 lint: venv
 	$(BIN)/ruff check plugins include dags tests bench devtools
+	$(BIN)/lint-imports
 	$(BIN)/python -m mypy
 	MYPYPATH=bench $(BIN)/python -m mypy bench
 

@@ -16,7 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make ``devtools`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 
 from devtools.environment import CELERY, DAGS_FOLDER, LOCAL, EmulatorOptions
 from devtools.processes import raise_keyboard_interrupt

@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # python devtools/demo.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 
 from devtools.environment import REPO, EmulatorOptions
 from devtools.processes import port_is_free, raise_keyboard_interrupt

@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: make ``devtools`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from findings_emulator.testing import EmulatorAdmin
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 
 from devtools.airflow_api import AirflowApi
 from devtools.environment import (

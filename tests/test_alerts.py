@@ -172,7 +172,7 @@ def test_dags_get_the_deadlines_of_the_file_and_none_when_null() -> None:
 
 def test_every_pipeline_dag_and_only_those_can_have_a_deadline() -> None:
     from findings_provider.config import Deadlines
-    from findings_provider.dag_defaults import PIPELINE_DAGS
+    from findings_provider.names import PIPELINE_DAGS
 
     assert set(Deadlines.model_fields) == set(PIPELINE_DAGS)
 

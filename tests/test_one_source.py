@@ -1,7 +1,7 @@
 """One source per fact: the API's vocabularies and maxima, the DAG ids and the tests' fixtures are written out once.
 
 The vocabularies live in ``client/vocabulary.py``, the limits in ``client/limits.py``, the DAG ids in
-``dag_defaults.py``; everything else imports them. These tests read the source (no imports, so a copy is found
+``names.py``; everything else imports them. These tests read the source (no imports, so a copy is found
 wherever it sits) and fail when a second literal copy appears: a collection of two or more words of one
 vocabulary, an API maximum written as a number, or a list of two or more DAG ids. The same holds for the tests'
 own helpers: a warehouse is built by ``tests/fixtures.py`` and the fake task instance is ``tests/task_context.py``'s.
@@ -14,13 +14,13 @@ from enum import Enum
 from pathlib import Path
 
 import pytest
-from findings_provider import dag_defaults
+from findings_provider import names
 from findings_provider.client import limits, vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 PROVIDER = ROOT / "plugins" / "findings_provider"
 #: Where the facts are defined (the only files allowed to spell them out).
-SOURCES = {PROVIDER / "client" / "vocabulary.py", PROVIDER / "client" / "limits.py", PROVIDER / "dag_defaults.py"}
+SOURCES = {PROVIDER / "client" / "vocabulary.py", PROVIDER / "client" / "limits.py", PROVIDER / "names.py"}
 
 #: Each vocabulary's words (enums whose values are too common to mean the vocabulary are skipped: the confidence
 #: words are the severity words, and "unknown"/"direct" alone say nothing).
@@ -31,8 +31,8 @@ VOCABULARIES = {
 }
 #: The maxima of the API's limits from 3000 up (smaller numbers such as 20 or 500 have too many other meanings).
 MAXIMA = frozenset(v.maximum for v in vars(limits).values() if isinstance(v, limits.Limit) and v.maximum >= 3000)
-#: The lists of DAG ids that ``dag_defaults`` defines; a collection holding all of one of them is a copy.
-DAG_LISTS = {name: frozenset(value) for name, value in vars(dag_defaults).items() if name.endswith("_DAGS")}
+#: The lists of DAG ids that ``names`` defines; a collection holding all of one of them is a copy.
+DAG_LISTS = {name: frozenset(value) for name, value in vars(names).items() if name.endswith("_DAGS")}
 
 
 def python_files(*folders: Path) -> list[Path]:
@@ -77,7 +77,7 @@ def maxima_copies(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def dag_id_copies(path: Path, root: Path = ROOT) -> list[str]:
-    """``file:line name`` for each collection holding every id of one of ``dag_defaults``' lists (a test that picks
+    """``file:line name`` for each collection holding every id of one of ``names``' lists (a test that picks
     a few DAGs on purpose names them, and a dict keyed by DAG id says something per DAG; a copy of a whole list
     is what drifts)."""
     return [f"{path.relative_to(root)}:{line} {name}"
@@ -95,7 +95,7 @@ def test_no_second_copy_of_a_vocabulary_or_a_maximum(path):
                                               ROOT / "bench"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_second_list_of_dag_ids(path):
     copies = [] if path == Path(__file__) else dag_id_copies(path)
-    assert not copies, "import the DAG ids from findings_provider.dag_defaults instead:\n" + "\n".join(copies)
+    assert not copies, "import the DAG ids from findings_provider.names instead:\n" + "\n".join(copies)
 
 
 #: Where the tests' fixtures are defined.

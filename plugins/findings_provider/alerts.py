@@ -9,7 +9,6 @@ task that raised the alert.
 
 from __future__ import annotations
 
-import html
 import importlib
 import logging
 from collections.abc import Sequence
@@ -17,28 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from findings_provider.config import AlertsConfig, NotifierChannel, SmtpChannel, load_pipeline_config
+from findings_provider.pipeline.alert import Alert
 from findings_provider.text import fill
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One alert: its kind (``config.ALERT_KINDS``), a one-line subject, a plain-text body and a link to act on."""
-
-    kind: str
-    subject: str
-    body: str
-    link: str | None = None
-
-    def text(self) -> str:
-        """Subject, body and link as plain text (chat, log)."""
-        return "\n".join(part for part in (self.subject, self.body, self.link) if part)
-
-    def html(self) -> str:
-        """The alert as escaped HTML (mail)."""
-        link = f'<p><a href="{html.escape(self.link)}">{html.escape(self.link)}</a></p>' if self.link else ""
-        return f"<p>{html.escape(self.subject)}</p><pre>{html.escape(self.body)}</pre>{link}"
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from findings_provider.alerts import Alert, deliver
-from findings_provider.dag_defaults import APPROVAL_DAGS
+from findings_provider.names import APPROVAL_DAGS
 from findings_provider.pipeline.scans import ScanAlert
 
 

@@ -50,3 +50,8 @@ def fill(template: str, values: dict[str, Any]) -> str:
     """``{name}`` replaced by ``values[name]`` where given (as text); every other character, braces included,
     kept as written (unlike ``str.format``, a stray brace or an unknown name is no error)."""
     return _PLACEHOLDER.sub(lambda m: str(values[m[1]]) if values.get(m[1]) is not None else m[0], template)
+
+
+def http_url(value: Any) -> str | None:
+    """``value`` when it is an http(s) URL (the only kind a link may point to), else None."""
+    return value if isinstance(value, str) and value.startswith(("http://", "https://")) else None

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_provider.dag_defaults import API_POOL, APPROVAL_DAGS, OWNER, PIPELINE_DAGS, START_DATE
+from findings_provider.dag_defaults import START_DATE
+from findings_provider.names import API_POOL, APPROVAL_DAGS, OWNER, PIPELINE_DAGS
 from findings_provider.notifications import FindingsAlertNotifier
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"

@@ -22,7 +22,7 @@ from airflow.sdk import CronTriggerTimetable
 from findings_provider.assets import DEPENDENCIES, POLICY_RULES
 from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config, load_projects_file
-from findings_provider.dag_defaults import API_POOL, GOVERNANCE_DAGS
+from findings_provider.names import API_POOL, GOVERNANCE_DAGS
 from findings_provider.pipeline import approval
 from findings_provider.text import md_escape
 from findings_provider.warehouse import Warehouse, finding_row_from_dict

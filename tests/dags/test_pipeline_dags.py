@@ -17,7 +17,7 @@ import pytest
 from airflow_version import DAILY_CRON, scheduler_param_error
 from chaos.dagrun import dag_stack
 from findings_emulator.testing import EmulatorProcess
-from findings_provider.dag_defaults import FINDINGS_DAGS
+from findings_provider.names import FINDINGS_DAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"

@@ -17,7 +17,7 @@ import pytest
 from chaos.dagrun import dag_stack
 from dialect_compare import canonical_differences, finding_rows_of
 from findings_emulator.testing import EmulatorProcess
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 
 pytestmark = pytest.mark.integration
 

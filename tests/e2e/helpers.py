@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 import yaml
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 from present import present
 
 from devtools.airflow_api import TERMINAL_RUN_STATES, AirflowApi, RunWatch

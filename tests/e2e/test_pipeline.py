@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 from smtp_inbox import Mailbox
 
 from devtools.airflow_api import ApiError, RunWatch

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 
 pytestmark = pytest.mark.install
 

@@ -23,7 +23,7 @@ from findings_provider.config import (
     load_projects_file,
     load_yaml_model,
 )
-from findings_provider.dag_defaults import PIPELINE_DAGS
+from findings_provider.names import PIPELINE_DAGS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel

@@ -28,8 +28,8 @@ from chaos.harness import TOKEN, settle, start_emulator, tally
 from findings_emulator.faults import OPERATIONS
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import RetryPolicy
-from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.hooks.findings_api import FindingsApiHook
+from findings_provider.names import PIPELINE_DAGS
 from findings_provider.pipeline import extraction
 from fixtures import client_of, connection_env, make_warehouse
 

@@ -21,7 +21,6 @@ from findings_provider.client import ScanStatus
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
 from findings_provider.config import PipelineConfig
-from findings_provider.dag_defaults import PIPELINE_DAGS
 from findings_provider.dashboard.links import PAGES
 from findings_provider.metrics import (
     activity_per_run,
@@ -29,9 +28,10 @@ from findings_provider.metrics import (
     scan_health,
     severity_order,
 )
-from findings_provider.operators.links import http_url
+from findings_provider.names import PIPELINE_DAGS
 from findings_provider.pipeline.summary import LATEST_METRICS_KEY
 from findings_provider.reports import OTHER_COLOUR, SEVERITY_COLOURS
+from findings_provider.text import http_url
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import (
     dependencies,

@@ -6,14 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperatorLink
 
+from findings_provider.text import http_url
+
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
-
-
-def http_url(value: Any) -> str | None:
-    """``value`` when it is an http(s) URL (the only kind a link may point to), else None."""
-    return value if isinstance(value, str) and value.startswith(("http://", "https://")) else None
 
 
 def scan_url(details: Any) -> str | None:

@@ -11,10 +11,10 @@ import orjson
 from sqlalchemy import func, select
 
 from findings_provider import metrics
-from findings_provider.alerts import Alert
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.client.vocabulary import OPEN_STATUSES
 from findings_provider.metrics import severity_order
+from findings_provider.pipeline.alert import Alert
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import findings
 
