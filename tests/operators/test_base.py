@@ -97,3 +97,27 @@ def test_an_error_a_retry_may_fix_is_raised_as_it_is(fresh, warehouse, error) ->
     with pytest.raises(type(error)) as raised:
         Probe(task_id="probe", error=error).execute(make_context())
     assert raised.value is error
+
+
+def test_no_operator_shadows_a_method_of_base_operator_and_dry_run_stays_templated() -> None:
+    # a templated ``dry_run`` attribute once hid BaseOperator.dry_run(); the argument keeps its name, the attribute
+    # holding it is ``is_dry_run``
+    import inspect
+
+    from airflow.sdk import BaseOperator
+    from findings_provider.operators import policies, projects, tickets, triage
+
+    methods = {name for name, value in inspect.getmembers(BaseOperator) if callable(value)}
+    with_dry_run = []
+    for module in (policies, projects, tickets, triage):
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if not issubclass(cls, FindingsBaseOperator) or cls.__module__ != module.__name__:
+                continue
+            assert not set(cls.template_fields) & methods, cls
+            if "dry_run" in inspect.signature(cls.__init__).parameters:
+                assert "is_dry_run" in cls.template_fields, cls
+                operator = cls(task_id="t", dry_run="{{ params.dry_run }}")
+                assert vars(operator)["is_dry_run"] == "{{ params.dry_run }}"
+                assert inspect.ismethod(operator.dry_run), cls
+                with_dry_run.append(cls.__name__)
+    assert len(with_dry_run) == 6, with_dry_run

@@ -78,7 +78,7 @@ def test_rejected_approval_marks_the_plan_and_nothing_is_sent(fresh, warehouse) 
     ({"approval_threshold": "many"}, "approval_threshold = 'many' is not an integer"),
 ])
 def test_plan_refuses_a_bad_templated_value_naming_it(fresh, warehouse, context, kwargs, message) -> None:
-    assert {"dry_run", "approval_threshold", "max_findings"} <= set(PlanTriageOperator.template_fields)
+    assert {"is_dry_run", "approval_threshold", "max_findings"} <= set(PlanTriageOperator.template_fields)
     with pytest.raises(AirflowFailException, match=message):
         PlanTriageOperator(task_id="plan", **kwargs).execute(context)
     with warehouse.engine.connect() as conn:

@@ -73,7 +73,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
 
     operator_extra_links = (PolicyReportLink(),)
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids", "dry_run")
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids", "is_dry_run")
 
     def __init__(
         self,
@@ -88,7 +88,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.policy_ids = policy_ids
         self.thresholds = thresholds
-        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.dedupe_fingerprints = dedupe_fingerprints
         self.report_dir = report_dir
 
@@ -105,7 +105,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
         from findings_provider.governance import policy_tuning as pt
         from findings_provider.reports import Chart, log_table, report_dir, write_report
 
-        dry_run = as_bool(self.dry_run, "dry_run")
+        dry_run = as_bool(self.is_dry_run, "dry_run")
         warehouse = self.warehouse_hook.get_warehouse()
         thresholds = self._thresholds()
         rules = pt.read_rules(warehouse, as_id_list(self.policy_ids))
@@ -194,7 +194,7 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
 
     lineage_writes = ("policy_changes",)
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "dry_run", "proposals")
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "is_dry_run", "proposals")
 
     def __init__(
         self,
@@ -207,7 +207,7 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.propose_task_id = propose_task_id
         self.proposals = proposals
-        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
 
     def _load(self, context: Any, warehouse: Any) -> list[dict[str, Any]]:
         if self.proposals is not None:
@@ -226,7 +226,7 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
 
         warehouse = self.warehouse_hook.get_warehouse()
         proposals = self._load(context, warehouse)
-        if as_bool(self.dry_run, "dry_run"):
+        if as_bool(self.is_dry_run, "dry_run"):
             for p in proposals:
                 self.log.info("DRY RUN would apply %s", describe(p))
             return {"dry_run": True, "approved": None, "proposed": len(proposals), "applied": 0}

@@ -72,7 +72,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
     :param dry_run: print the plan and change nothing. Templated.
     """
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "dry_run", "projects_file")
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "is_dry_run", "projects_file")
 
     def __init__(
         self,
@@ -86,7 +86,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
         super().__init__(**kwargs)
         self.plan_task_id = plan_task_id
         self.projects_file = projects_file
-        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.page_size = page_size
 
     def _plan(self, context: Any) -> Any:
@@ -104,7 +104,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
     def run(self, context: Any) -> dict[str, Any]:
         from findings_provider.governance.project_settings import apply_project_plan
 
-        dry_run = as_bool(self.dry_run, "dry_run")
+        dry_run = as_bool(self.is_dry_run, "dry_run")
         plan = self._plan(context)
         _print_plan(self, plan)
         if dry_run:

@@ -93,7 +93,7 @@ class CreateTicketsOperator(FindingsBaseOperator):
     lineage_writes = ("ticket_actions", "findings", "write_ledger", "dropped_findings")
 
     template_fields: Sequence[str] = (
-        *FindingsBaseOperator.template_fields, "dry_run", "tracker_project_id", "max_tickets",
+        *FindingsBaseOperator.template_fields, "is_dry_run", "tracker_project_id", "max_tickets",
     )
     ui_color = "#d9edf7"
 
@@ -109,7 +109,7 @@ class CreateTicketsOperator(FindingsBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.tracker_project_id = tracker_project_id
         self.max_tickets = max_tickets
         self.policies = policies
@@ -118,7 +118,7 @@ class CreateTicketsOperator(FindingsBaseOperator):
 
     def run(self, context: Any) -> dict[str, Any]:
         cfg = load_pipeline_config().ticket_creation
-        dry_run = as_bool(self.dry_run, "dry_run")
+        dry_run = as_bool(self.is_dry_run, "dry_run")
         tracker = as_optional_digits(self.tracker_project_id, "tracker_project_id") or cfg.tracker_project_id
         per_call = as_int(self.tickets_per_call or cfg.tickets_per_call, "tickets_per_call",
                           minimum=TICKETS_LIMIT.minimum, maximum=TICKETS_LIMIT.maximum)

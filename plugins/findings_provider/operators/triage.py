@@ -46,7 +46,7 @@ class PlanTriageOperator(FindingsBaseOperator):
     lineage_writes = ("triage_actions",)
 
     template_fields: Sequence[str] = (
-        *FindingsBaseOperator.template_fields, "dry_run", "approval_threshold", "max_findings",
+        *FindingsBaseOperator.template_fields, "is_dry_run", "approval_threshold", "max_findings",
     )
     ui_color = "#fde9d9"
 
@@ -61,7 +61,7 @@ class PlanTriageOperator(FindingsBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.approval_threshold = approval_threshold
         self.max_findings = max_findings
         self.policies = policies
@@ -69,7 +69,7 @@ class PlanTriageOperator(FindingsBaseOperator):
 
     def run(self, context: Any) -> dict[str, Any]:
         cfg = load_pipeline_config().autotriage_triage
-        dry_run = as_bool(self.dry_run, "dry_run")
+        dry_run = as_bool(self.is_dry_run, "dry_run")
         threshold = as_optional_int(self.approval_threshold, "approval_threshold", minimum=0)
         max_findings = as_optional_int(self.max_findings, "max_findings", minimum=1)
         warehouse = self.warehouse_hook.get_warehouse()
@@ -143,7 +143,7 @@ class BulkTriageOperator(FindingsBaseOperator):
     lineage_reads = ("findings",)
     lineage_writes = ("triage_actions", "findings", "write_ledger", "dropped_findings")
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "action_ids", "dry_run")
+    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "action_ids", "is_dry_run")
     ui_color = "#f9d7b5"
 
     def __init__(
@@ -157,7 +157,7 @@ class BulkTriageOperator(FindingsBaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.action_ids = action_ids
-        self.dry_run = dry_run  # type: ignore[method-assign]  # the templated argument shadows BaseOperator.dry_run()
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.policies = policies
         self.chunk_size = chunk_size
 
@@ -175,7 +175,7 @@ class BulkTriageOperator(FindingsBaseOperator):
                     "autotriage_triage DAG asks a person in the UI), or raise the cap in pipeline.yaml"
                 )
             action_ids = triage.record_plan(
-                warehouse, plans, dry_run=as_bool(self.dry_run, "dry_run"), dag_id=dag_id, run_id=run_id
+                warehouse, plans, dry_run=as_bool(self.is_dry_run, "dry_run"), dag_id=dag_id, run_id=run_id
             )
         else:
             action_ids = as_int_list(self.action_ids, "action_ids")
