@@ -76,19 +76,16 @@ def deadline_for(config: Any, dag_id: str) -> Any:
     minutes = config.alerts.deadlines.minutes(dag_id)
     if minutes is None:
         return None
-    import inspect
-
     from airflow.sdk.definitions.callback import AsyncCallback
-    from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+    from airflow.sdk.definitions.deadline import DeadlineReference
 
-    named = {}
-    if "name" in inspect.signature(DeadlineAlert).parameters:  # Airflow 3.3 (3.2 has no name)
-        named["name"] = f"{dag_id} not finished {minutes:g} minutes after it was queued"
-    return DeadlineAlert(
+    from findings_provider.compat import deadline_alert
+
+    return deadline_alert(
+        name=f"{dag_id} not finished {minutes:g} minutes after it was queued",
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
         interval=timedelta(minutes=minutes),
         callback=AsyncCallback("findings_provider.notifications.deadline_missed", kwargs={"minutes": minutes}),
-        **named,
     )
 
 
