@@ -10,7 +10,7 @@ LOWEST_BIN := $(LOWEST_VENV)/bin
 LOWEST_STAMP := $(LOWEST_VENV)/.installed
 # The test suites run on this many pytest-xdist workers: one more than the machine's cores, since the tests wait on
 # subprocesses (emulators, Airflow, Docker) as much as they compute. A module's tests stay on one worker; the modules
-# that start Airflow stacks share one (tests/conftest.py). TEST_WORKERS=0 runs the tests one by one, in-process.
+# that start Airflow stacks share one (tests/parallel.py). TEST_WORKERS=0 runs the tests one by one, in-process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # What runs without starting Airflow components, Docker or a browser.
 IN_PROCESS := not e2e and not browser and not celery and not chaos and not integration and not bench and not compose and not install

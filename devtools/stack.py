@@ -73,6 +73,9 @@ from devtools.processes import (
     venv_bin,
 )
 
+#: Seconds an Airflow component of a SQLite stack waits for the metadata database's write lock.
+SQLITE_BUSY_TIMEOUT = 60
+
 
 class StackError(RuntimeError):
     """A component did not start, died, or did not become healthy in time; the message names the log."""
@@ -125,7 +128,9 @@ class Stack:
         if executor == CELERY and not (metadata_db_url and broker_url):
             raise ValueError("CeleryExecutor needs metadata_db_url (PostgreSQL) and broker_url (Redis)")
         self.executor = executor
-        self.metadata_db_url = metadata_db_url or f"sqlite:///{self.home / 'airflow.db'}"
+        # SQLite metadata: wait up to SQLITE_BUSY_TIMEOUT s for a write lock (sqlite3's default, 5 s, runs out on a
+        # loaded machine while the scheduler writes, and the API server answers 500 to a trigger)
+        self.metadata_db_url = metadata_db_url or f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_BUSY_TIMEOUT}"
         self.warehouse_url = warehouse_url or f"sqlite:///{self.home / 'findings_warehouse.db'}"
         self.broker_url = broker_url
         self.celery_workers = celery_workers if executor == CELERY else 0

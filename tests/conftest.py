@@ -5,7 +5,7 @@ test module imports Airflow: tests never touch the user's ``~/airflow``. Under p
 session of its own, with its own home.
 
 Run in parallel (``make test`` passes ``-n``), the tests are placed on the workers as ``parallel.py`` says; the
-hooks below wire it in and print the summary sections the workers send back.
+hooks below wire it in and print the summary sections the suites send (from the workers, or in-process).
 """
 
 from __future__ import annotations
@@ -43,15 +43,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    parallel.add_summaries(WORKER_SUMMARIES, getattr(node, "workeroutput", {}))
-
-
-#: The summary sections the workers sent (``parallel.send_summary``): title -> key -> the workers' values added up.
-WORKER_SUMMARIES: dict[str, dict[str, float]] = {}
+    parallel.add_summaries(parallel.SUMMARIES, getattr(node, "workeroutput", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for title, values in WORKER_SUMMARIES.items():
+    """The summary sections the suites sent (``parallel.send_summary``: the e2e timings, the reliability tally)."""
+    for title, values in parallel.SUMMARIES.items():
         terminalreporter.write_sep("-", title)
         for line in parallel.summary_lines(values):
             terminalreporter.write_line(line)

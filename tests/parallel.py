@@ -50,15 +50,21 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
     return ModuleScheduling(config, log)
 
 
-def send_summary(config: pytest.Config, title: str, values: dict[str, Any]) -> bool:
-    """In an xdist worker, hand ``values`` (a section of the run's summary) to the controller, which adds up the
-    workers' values and prints the section; ``False`` in-process, where the caller prints it."""
+#: The run's summary sections: title -> key -> value, added up over every worker that sent one (in-process, this
+#: session's own). ``tests/conftest.py`` prints them at the end of the run.
+SUMMARIES: dict[str, dict[str, float]] = {}
+
+
+def send_summary(config: pytest.Config, title: str, values: dict[str, Any]) -> None:
+    """Add ``values`` to the summary section ``title``: in an xdist worker by handing them to the controller (its
+    :data:`SUMMARIES` adds up the workers'), in-process to this session's :data:`SUMMARIES`."""
+    if not values:
+        return
     output = getattr(config, "workeroutput", None)
     if output is None:
-        return False
-    if values:
+        add_summaries(SUMMARIES, {"summaries": {title: values}})
+    else:
         output.setdefault("summaries", {})[title] = dict(values)
-    return True
 
 
 def add_summaries(into: dict[str, dict[str, float]], workeroutput: dict[str, Any]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import parallel
+import pytest
 from parallel import SHARED_WORKER, add_summaries, group_of, send_summary, summary_lines
 
 TESTS = Path(__file__).resolve().parent
@@ -34,16 +36,23 @@ class _Config:
             self.workeroutput = workeroutput
 
 
-def test_summaries_of_the_workers_are_added_up() -> None:
+def test_summaries_of_the_workers_are_added_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "SUMMARIES", {})
     first: dict = {}
     second: dict = {}
-    assert send_summary(_Config(first), "tally", {"runs": 2, "faults": 1})  # type: ignore[arg-type]
-    assert send_summary(_Config(second), "tally", {"runs": 3})  # type: ignore[arg-type]
-    assert send_summary(_Config(second), "timings", {"start": 1.5})  # type: ignore[arg-type]
-    assert not send_summary(_Config(None), "tally", {"runs": 1})  # type: ignore[arg-type]  # in-process
-    summaries: dict[str, dict[str, float]] = {}
+    send_summary(_Config(first), "tally", {"runs": 2, "faults": 1})  # type: ignore[arg-type]
+    send_summary(_Config(second), "tally", {"runs": 3})  # type: ignore[arg-type]
+    send_summary(_Config(second), "timings", {"start": 1.5})  # type: ignore[arg-type]
+    send_summary(_Config(second), "empty", {})  # type: ignore[arg-type]  # no section for nothing
+    assert parallel.SUMMARIES == {}  # a worker keeps nothing itself: the controller adds up
     for output in (first, second, {}):  # the last worker sent nothing
-        add_summaries(summaries, output)
-    assert summaries == {"tally": {"runs": 5, "faults": 1}, "timings": {"start": 1.5}}
-    assert summary_lines(summaries["tally"]) == ["runs: 5", "faults: 1"]
-    assert summary_lines(summaries["timings"]) == ["    1.5s  start"]
+        add_summaries(parallel.SUMMARIES, output)
+    assert parallel.SUMMARIES == {"tally": {"runs": 5, "faults": 1}, "timings": {"start": 1.5}}
+    assert summary_lines(parallel.SUMMARIES["tally"]) == ["runs: 5", "faults: 1"]
+    assert summary_lines(parallel.SUMMARIES["timings"]) == ["    1.5s  start"]
+
+
+def test_in_process_a_summary_is_kept_for_this_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "SUMMARIES", {"tally": {"runs": 1}})
+    send_summary(_Config(None), "tally", {"runs": 2, "kills": 1})  # type: ignore[arg-type]
+    assert parallel.SUMMARIES == {"tally": {"runs": 3, "kills": 1}}

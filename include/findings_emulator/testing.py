@@ -58,7 +58,10 @@ class EmulatorAdmin:
     def __init__(self, base_url: str, token: str, *, timeout: float = 120.0) -> None:
         self.base_url = base_url
         self.token = token
-        self._admin = httpx.Client(base_url=base_url, timeout=timeout)
+        # No kept-alive connection: the emulator (uvicorn) closes one idle for 5 s, and a call that reuses it at that
+        # moment fails with "Server disconnected" (seen after a long DAG run). Admin calls are few; each connects anew.
+        self._admin = httpx.Client(base_url=base_url, timeout=timeout,
+                                   limits=httpx.Limits(max_keepalive_connections=0))
 
     def close(self) -> None:
         """Close the admin connection."""
@@ -202,11 +205,12 @@ class EmulatorProcess(EmulatorAdmin):
                 raise RuntimeError(f"emulator exited with {self._process.returncode}:\n{tail}")
             try:
                 health = self._admin.get("/_emulator/health", timeout=2.0)
-                if health.status_code == 200 and health.json().get("pid") != self._process.pid:
-                    raise _PortTaken(f"another process answers on port {self.port}")
                 if health.status_code == 200:
-                    self.deployment_id = health.json()["deployment_id"]
-                    self.deployment_slug = health.json()["deployment_slug"]
+                    answer = health.json()
+                    if answer.get("pid") != self._process.pid:
+                        raise _PortTaken(f"another process answers on port {self.port}")
+                    self.deployment_id = answer["deployment_id"]
+                    self.deployment_slug = answer["deployment_slug"]
                     return
             except httpx.TransportError:
                 pass

@@ -27,17 +27,6 @@ def fresh(emulator: EmulatorProcess) -> Iterator[EmulatorProcess]:
     settle(emulator)
 
 
-TALLY_TITLE = "reliability tally (docs/reliability.md)"
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     write_tally()
-    send_summary(session.config, TALLY_TITLE, tally_snapshot())  # in an xdist worker: the controller prints it
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    snapshot = tally_snapshot()
-    if snapshot:
-        terminalreporter.section(TALLY_TITLE)
-        for key, value in snapshot.items():
-            terminalreporter.write_line(f"{key}: {value}")
+    send_summary(session.config, "reliability tally (docs/reliability.md)", tally_snapshot())

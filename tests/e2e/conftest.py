@@ -42,8 +42,6 @@ from .helpers import (  # noqa: E402
     write_test_pipeline_config,
 )
 
-TIMINGS_TITLE = "e2e stack timings"
-
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
@@ -57,14 +55,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    send_summary(session.config, TIMINGS_TITLE, TIMINGS)  # in an xdist worker: the controller prints them
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    if TIMINGS:
-        terminalreporter.write_sep("-", TIMINGS_TITLE)
-        for key, seconds in TIMINGS.items():
-            terminalreporter.write_line(f"{seconds:7.1f}s  {key}")
+    send_summary(session.config, "e2e stack timings", TIMINGS)
 
 
 @pytest.fixture(scope="session")
