@@ -83,7 +83,8 @@ with DAG(
     publish = PublishAssetOperator(
         task_id="publish_triage",
         changed="{{ 0 if params.dry_run else 1 }}",
-        what="triage run (not a dry run)",
+        what="triage run",
+        reason="{{ 'a dry run: nothing was sent to the service' if params.dry_run else 'no new triage run' }}",
         asset=TRIAGE,
         trigger_rule=TriggerRule.NONE_FAILED,
         pool="default_pool",

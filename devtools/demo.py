@@ -3,9 +3,13 @@
 It starts the findings API emulator with generated data and an Airflow with every component (API server,
 scheduler, DAG processor, triggerer; LocalExecutor on SQLite) in ``.demo/airflow-home`` through the same launcher
 as the e2e tests (``devtools/stack.py``), provisions the connections (environment variables) and the
-``findings_api`` pool, unpauses the seven DAGs, triggers ``scan_monitoring`` and ``findings_extraction`` once (the
-Asset chain then runs triage and tickets), prints the UI address and the login, and waits. Ctrl-C (or SIGTERM)
-stops every process it started. A second start reuses ``.demo/airflow-home`` (database, password, logs).
+``findings_api`` pool, prints the UI address and the login, and runs the pipeline in the order it is designed for
+(:class:`Staging`): ``scan_monitoring`` and ``findings_extraction`` first (triggered once); the DAGs that read the
+warehouse or write to the service only once the first extraction has finished (no scheduled run races it); the
+triage asks for a person's approval (the demo's configuration, ``.demo/pipeline.yaml``, sets its
+``approval_threshold`` to ``DEMO_APPROVAL_THRESHOLD``), and ``ticket_creation`` starts once a triage run has
+finished. Ctrl-C (or SIGTERM) stops every process it started. A second start reuses ``.demo/airflow-home``
+(database, password, logs).
 
 Options: ``--host`` (default 127.0.0.1), ``--port`` (UI, default 8080 or a free port when taken),
 ``--emulator-port`` (default 8900 or a free one), ``--findings`` (emulator data volume, default 5000),
@@ -20,19 +24,84 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 if __package__ in (None, ""):  # python devtools/demo.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from findings_provider.names import PIPELINE_DAGS
+from findings_provider.names import GOVERNANCE_DAGS
 
 from devtools.environment import REPO, EmulatorOptions
 from devtools.processes import port_is_free, raise_keyboard_interrupt
 from devtools.stack import Stack, StackError
 
 DEMO_HOME = REPO / ".demo" / "airflow-home"
+#: The pipeline configuration the demo starts from, and the copy it runs with (beside its AIRFLOW_HOME).
+SOURCE_CONFIG = REPO / "include" / "pipeline.yaml"
+#: A triage that selects more findings than this waits for a person's approval (the generated data selects more).
+DEMO_APPROVAL_THRESHOLD = 100
+#: The order of the demo: unpaused (and triggered) at the start; once the first extraction finished; once a
+#: triage run finished.
 TRIGGERED = ("scan_monitoring", "findings_extraction")
+AFTER_EXTRACTION = ("autotriage_triage", *GOVERNANCE_DAGS)
+AFTER_TRIAGE = ("ticket_creation",)
+
+
+def write_demo_config(source: Path, target: Path, threshold: int = DEMO_APPROVAL_THRESHOLD) -> Path:
+    """``source`` with ``autotriage_triage.approval_threshold`` set to ``threshold``, written to ``target`` (the
+    projects file, relative to ``source``, made absolute)."""
+    config = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    config.setdefault("autotriage_triage", {})["approval_threshold"] = threshold
+    settings = config.get("project_settings") or {}
+    if settings.get("file") and not Path(settings["file"]).is_absolute():
+        settings["file"] = str((source.parent / settings["file"]).resolve())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# Written by make demo from {source.name}: autotriage_triage.approval_threshold is {threshold},\n"
+              "# so the demo's first triage waits for a person's approval. Edit include/pipeline.yaml instead.\n")
+    target.write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return target
+
+
+class Staging:
+    """The demo's order, one :meth:`step` per poll: nothing that reads the warehouse or writes to the service
+    runs before the first extraction has finished, and tickets wait for a finished triage."""
+
+    def __init__(self, api: Any, say: Callable[[str], None], ui_url: str) -> None:
+        self.api, self.say, self.ui_url = api, say, ui_url
+        self.stage = 0
+
+    def start(self, trigger: bool = True) -> None:
+        """Pause the later stages (a reused home may have them unpaused), unpause the first, trigger it."""
+        for dag_id in (*AFTER_EXTRACTION, *AFTER_TRIAGE):
+            self.api.set_paused(dag_id, True)
+        for dag_id in TRIGGERED:
+            self.api.set_paused(dag_id, False)
+            if trigger:
+                run = self.api.trigger(dag_id, note="triggered by make demo")
+                self.say(f"triggered {dag_id}: {run['dag_run_id']}")
+        self.say(f"unpaused {', '.join(TRIGGERED)}; the other DAGs start once the first extraction has finished")
+
+    def _finished(self, dag_id: str) -> bool:
+        return any(r.get("state") == "success" for r in self.api.runs(dag_id))
+
+    def step(self) -> None:
+        if self.stage == 0 and self._finished("findings_extraction"):
+            for dag_id in AFTER_EXTRACTION:
+                self.api.set_paused(dag_id, False)
+            self.say(f"the first extraction finished: unpaused {', '.join(AFTER_EXTRACTION)}")
+            self.say(f"autotriage_triage selects more than {DEMO_APPROVAL_THRESHOLD} findings, so it waits for your "
+                     f"approval: {self.ui_url}/plugin/findings#approvals (or Browse > Required Actions); "
+                     "ticket_creation starts once a triage run has finished")
+            self.stage = 1
+        elif self.stage == 1 and self._finished("autotriage_triage"):
+            for dag_id in AFTER_TRIAGE:
+                self.api.set_paused(dag_id, False)
+            self.say(f"a triage run finished: unpaused {', '.join(AFTER_TRIAGE)}")
+            self.stage = 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if emulator_port is None:
         say(f"port {args.emulator_port} is taken: using a free port for the emulator")
 
+    config = write_demo_config(SOURCE_CONFIG, args.home.parent / "pipeline.yaml")
     stack = Stack(
         args.home,
         api_host=args.host,
@@ -69,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         connections_in_db=True,  # listed in Admin > Connections, with a working Test button
         progress=say,
         startup_timeout=300,
+        extra_env={"FINDINGS_PIPELINE_CONFIG": str(config)},
     )
     # Ctrl-C, SIGTERM and a closed terminal all stop the demo (SIGINT explicitly: a shell that starts the demo in
     # the background leaves SIGINT ignored, and Python then installs no handler of its own)
@@ -77,16 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         say(f"AIRFLOW_HOME {stack.home} (kept between starts; --reset to start afresh)")
         stack.start()
-        for dag_id in PIPELINE_DAGS:
-            stack.api.set_paused(dag_id, False)
-        say(f"unpaused {len(PIPELINE_DAGS)} DAGs")
-        if not args.no_trigger:
-            for dag_id in TRIGGERED:
-                run = stack.api.trigger(dag_id, note="triggered by make demo")
-                say(f"triggered {dag_id}: {run['dag_run_id']}")
-        banner(stack, time.monotonic() - t0)
+        staging = Staging(stack.api, say, stack.ui_url)
+        staging.start(trigger=not args.no_trigger)
+        banner(stack, time.monotonic() - t0, config)
         while True:
             stack.check_alive()
+            staging.step()
             time.sleep(2)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
@@ -100,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.stop()
 
 
-def banner(stack: Stack, seconds: float) -> None:
+def banner(stack: Stack, seconds: float, config: Path) -> None:
     assert stack.emulator is not None
     lines = [
         "",
@@ -110,14 +177,18 @@ def banner(stack: Stack, seconds: float) -> None:
         f"Emulator:     {stack.emulator.url}/api/v1   token {stack.emulator.token}   "
         f"(request log: {stack.emulator.url}/_emulator/requests)",
         f"Warehouse:    {stack.warehouse_sqlite_path}",
-        f"Dashboard:    {stack.ui_url}/plugin/findings   (Browse > Findings; the pages alone at "
-        f"{stack.ui_url}/findings-dashboard/)",
+        f"Dashboard:    {stack.ui_url}/plugin/findings   (Browse > Findings; its widget on the home page; a "
+        "tab on each DAG and run)",
         f"Reports:      {stack.home / 'reports'} (and on the dashboard)",
         f"Logs:         {stack.log_dir} (components), {stack.home / 'logs'} (tasks)",
+        f"Config:       {config} (include/pipeline.yaml with the triage's approval threshold at "
+        f"{DEMO_APPROVAL_THRESHOLD})",
         "",
-        "The pipeline: scan_monitoring and findings_extraction were triggered; the Asset chain then runs",
-        "autotriage_triage and ticket_creation. The emulator's generated scans include failed and never-finished",
-        "ones: scan_monitoring alerts about them (logged, as no alert channel is configured) and stays green.",
+        "The pipeline: scan_monitoring and findings_extraction run first; once the first extraction has finished,",
+        "triage and the governance DAGs start, and the triage waits for your approval (the overview's Approvals",
+        "waiting, or Browse > Required Actions); once a triage run has finished, ticket_creation starts. The",
+        "emulator's generated scans include failed and never-finished ones: scan_monitoring alerts about them",
+        "(logged, as no alert channel is configured) and stays green.",
         "",
         "Press Ctrl-C to stop every process of the demo.",
         "",

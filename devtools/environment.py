@@ -9,7 +9,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DAGS_FOLDER = REPO / "dags"
-PLUGINS_FOLDER = REPO / "plugins"
 PIPELINE_CONFIG = REPO / "include" / "pipeline.yaml"
 
 API_CONN_ID = "findings_api_default"

@@ -53,7 +53,6 @@ from devtools.environment import (
     CELERY,
     DAGS_FOLDER,
     LOCAL,
-    PLUGINS_FOLDER,
     POOL_NAME,
     POOL_SLOTS,
     USERNAME,
@@ -318,11 +317,10 @@ class Stack:
         return self.home / "simple_auth_manager_passwords.json"
 
     def _default_plugins_folder(self) -> Path:
-        """The repository's ``plugins/`` when it tells Airflow's plugin loader to skip the provider package
-        (``plugins/.airflowignore``); otherwise an empty folder in AIRFLOW_HOME, because the loader would import
-        every module of ``plugins/findings_provider`` as a top-level plugin file and report import errors."""
-        if (PLUGINS_FOLDER / ".airflowignore").is_file():
-            return PLUGINS_FOLDER
+        """An empty folder in AIRFLOW_HOME: the dashboard plugin comes from the installed provider's entry point.
+        The repository's ``plugins/`` would need its ``.airflowignore`` (else the loader imports every module of
+        the provider as a top-level plugin file), and the task SDK compiles that file's glob patterns with
+        pathspec's deprecated ``GitWildMatchPattern``: every task log would start with its DeprecationWarning."""
         path = self.home / "plugins"
         path.mkdir(parents=True, exist_ok=True)
         return path

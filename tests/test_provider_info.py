@@ -280,13 +280,16 @@ def test_airflow_loads_the_dashboard_plugin_once_whatever_provider_discovery(
     airflow_env: dict[str, str], lazy: str
 ) -> None:
     """Declared in the provider info (loaded when providers are discovered eagerly) and as an ``airflow.plugins``
-    entry point (loaded always): Airflow shows it once, with its app and its navigation entry."""
+    entry point (loaded always): Airflow shows it once, with its app and its React apps (navigation, DAG, run and
+    home-page widget), all from the one bundle the app serves."""
     env = {**airflow_env, "AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS": lazy}
     [declared] = get_provider_info()["plugins"]
     plugins = [p for p in json_output(run_airflow(env, "plugins", "-o", "json")) if p["name"] == declared["name"]]
     assert len(plugins) == 1
     [app] = plugins[0]["fastapi_apps"]
     assert app["url_prefix"] == "/findings-dashboard"
-    nav = [v for v in plugins[0]["external_views"] if v["destination"] == "nav"]
-    assert nav
-    assert nav[0]["href"] == "findings-dashboard/"
+    apps = {a["destination"]: a for a in plugins[0]["react_apps"]}
+    assert set(apps) == {"nav", "dag", "dag_run", "dashboard"}
+    assert apps["nav"]["url_route"] == "findings"
+    assert {a["bundle_url"] for a in apps.values()} == {"/findings-dashboard/static/findings-dashboard.js"}
+    assert not plugins[0].get("external_views")

@@ -391,6 +391,18 @@ BAD_TOKENS = {
 
 
 @pytest.mark.parametrize("cls", [FindingsClient, AsyncFindingsClient])
+def test_a_token_too_short_to_mask_in_logs_is_refused_naming_no_part_of_it(cls) -> None:
+    from findings_provider.client.client import MIN_TOKEN_LENGTH
+
+    short = "k7Q" + "x" * (MIN_TOKEN_LENGTH - 4)
+    with pytest.raises(ConfigurationError) as info:
+        cls(**client_kwargs(token=short))
+    assert f"{MIN_TOKEN_LENGTH - 1} characters" in str(info.value)
+    assert "k7Q" not in str(info.value)
+    cls(**client_kwargs(token=short + "9"))  # the shortest accepted
+
+
+@pytest.mark.parametrize("cls", [FindingsClient, AsyncFindingsClient])
 @pytest.mark.parametrize("token", list(BAD_TOKENS.values()), ids=list(BAD_TOKENS))
 def test_the_client_refuses_a_token_a_header_cannot_carry_naming_no_part_of_it(cls, token: str) -> None:
     with pytest.raises(ConfigurationError) as info:

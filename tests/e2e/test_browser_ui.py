@@ -177,36 +177,80 @@ def test_asset_chain_dags_show_success_in_the_grid(browser_page: Any, e2e_stack:
         assert state == "success", (dag_id, state)
 
 
-def test_findings_dashboard_inside_the_airflow_ui(browser_page: Any, e2e_stack: Stack,
-                                                  pipeline: PipelineResult) -> None:
-    """The plugin's navigation entry shows the dashboard inside Airflow's UI; its pages show the warehouse the
-    pipeline filled; without Airflow's login the same address gives 401 and no data."""
+#: The dashboard's pages (``view`` values), each visited in light and dark mode.
+DASHBOARD_VIEWS = ("", "findings", "repositories", "scans", "activity", "policies", "inventory", "reports")
+OPEN_CRITICAL_SQL = ("SELECT count(*) FROM findings WHERE severity = 'critical' "
+                     "AND status IN ('open', 'reviewing', 'fixing')")
+
+
+def set_colour_mode(page: Any, mode: str) -> None:
+    """Airflow's light/dark switch keeps the choice in local storage (``theme``); the page follows it on load."""
+    page.evaluate("mode => localStorage.setItem('theme', mode)", mode)
+    page.reload()
+
+
+def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_stack: Stack,
+                                                        pipeline: PipelineResult) -> None:
+    """The plugin's React app renders in Airflow's own page (no frame): every page in light and dark mode (the
+    page follows Airflow's setting), the overview's open-critical count equals SQL over the warehouse and the
+    total of the findings list it links to, a finding's link to the service opens from inside Airflow, the dry
+    policy_tuning run is labelled, and without Airflow's login the data API answers 401."""
     import httpx
     from playwright.sync_api import expect
 
     from .helpers import scalar, warehouse_engine
 
     page = browser_page
-    page.goto(f"{e2e_stack.ui_url}/plugin/findings")  # the "Findings" entry of the Browse menu
-    frame = page.frame_locator("iframe").first
-    expect(frame.locator("h1")).to_have_text("Findings overview", timeout=TIMEOUT_MS)
-    expect(frame.locator(".card").first).to_be_visible(timeout=TIMEOUT_MS)
-    # the API server reads Airflow's own database for the approvals waiting (none in this session's runs)
-    expect(frame.locator("h2", has_text="Approvals waiting (0)")).to_be_visible(timeout=TIMEOUT_MS)
-    page.screenshot(path=str(SCREENSHOTS / "06-findings-dashboard.png"), full_page=True)
-
     engine = warehouse_engine(e2e_stack)
     try:
-        critical = scalar(engine, "SELECT count(*) FROM findings WHERE severity = 'critical'")
+        critical = scalar(engine, OPEN_CRITICAL_SQL)
     finally:
         engine.dispose()
     assert critical > 0
-    page.goto(f"{e2e_stack.ui_url}/findings-dashboard/findings?severity=critical")
-    severities = page.locator("table td:nth-child(5)").all_inner_texts()
-    page.screenshot(path=str(SCREENSHOTS / "07-findings-table.png"), full_page=True)
-    assert len(severities) == min(critical, 100)  # pipeline.yaml's dashboard.page_size
-    assert set(severities) == {"critical"}
 
-    refused = httpx.get(f"{e2e_stack.api_url}/findings-dashboard/findings", timeout=30)  # no cookie, no token
+    page.goto(f"{e2e_stack.ui_url}/plugin/findings")  # the "Findings" entry of the Browse menu
+    app = page.locator("[data-testid=findings-dashboard]")
+    expect(app).to_be_visible(timeout=TIMEOUT_MS)
+    assert page.locator("iframe").count() == 0
+    for mode in ("light", "dark"):
+        set_colour_mode(page, mode)
+        expect(page.locator("html")).to_have_class(re.compile(mode), timeout=TIMEOUT_MS)
+        for view in DASHBOARD_VIEWS:
+            page.goto(f"{e2e_stack.ui_url}/plugin/findings" + (f"?view={view}" if view else ""))
+            expect(app).to_be_visible(timeout=TIMEOUT_MS)
+            expect(app.locator("[aria-current=page]")).to_have_count(1, timeout=TIMEOUT_MS)
+            page.wait_for_load_state("networkidle")
+            expect(app.get_by_text("could not be read")).to_have_count(0)
+            page.screenshot(path=str(SCREENSHOTS / f"06-dashboard-{view or 'overview'}-{mode}.png"), full_page=True)
+    set_colour_mode(page, "light")
+
+    # the overview's open critical findings: a number that equals SQL and links to the list that reproduces it
+    page.goto(f"{e2e_stack.ui_url}/plugin/findings")
+    open_row = app.locator("tr", has_text=re.compile(r"^Open"))
+    critical_cell = open_row.locator("td").nth(2)
+    expect(critical_cell).to_have_text(f"{critical:,}", timeout=TIMEOUT_MS)
+    critical_cell.locator("a").click()
+    page.wait_for_url(re.compile(r"view=findings"), timeout=TIMEOUT_MS)
+    expect(app.get_by_test_id("findings-total")).to_contain_text(f"of {critical:,} findings", timeout=TIMEOUT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "07-findings-open-critical.png"), full_page=True)
+    severities = app.locator("tbody tr td:nth-child(1)").all_inner_texts()
+    assert len(severities) == min(critical, 100)  # pipeline.yaml's dashboard.page_size
+    assert {s.strip().lower() for s in severities} == {"critical"}
+
+    # a link to the service opens (a new tab: not blocked by a sandboxed frame)
+    link = app.locator("tbody a[target=_blank]").first
+    href = link.get_attribute("href")
+    assert href
+    assert href.startswith("http")
+    with page.context.expect_page(timeout=TIMEOUT_MS) as opened:  # times out when the browser blocks the tab
+        link.click()
+    opened.value.close()
+
+    # the dry policy_tuning run is labelled as one on the activity page
+    page.goto(f"{e2e_stack.ui_url}/plugin/findings?view=activity")
+    dry = app.locator("tr", has_text="policy_tuning")
+    expect(dry.first).to_contain_text("Dry run", timeout=TIMEOUT_MS)
+
+    refused = httpx.get(f"{e2e_stack.api_url}/findings-dashboard/api/findings", timeout=30)  # no cookie, no token
     assert refused.status_code == 401
     assert "critical" not in refused.text

@@ -111,7 +111,7 @@ class Api:
 def client_for(api: Api) -> FindingsClient:
     return FindingsClient(
         "https://findings.example.com",
-        "tok",
+        "tok-value",
         deployment_id="42",
         deployment_slug="acme",
         transport=httpx.MockTransport(api),

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from airflow.sdk import AssetAlias
 from findings_provider.assets import SCANS
+from findings_provider.client.vocabulary import OPEN_STATUSES
 from findings_provider.compat import AirflowFailException
 from findings_provider.operators.findings import (
     ExtractFindingsOperator,
@@ -55,7 +56,9 @@ def test_extract_refuses_an_unknown_issue_type_naming_the_param(fresh, warehouse
 def test_summary_writes_a_report_that_matches_the_warehouse(fresh, warehouse, context) -> None:
     extract()
     result = FindingsSummaryOperator(task_id="summary").execute(context)
-    assert result["open_findings"] == warehouse.count_findings(status="open") > 0
+    # open as the programme defines it everywhere: open, reviewing or fixing
+    assert result["open_findings"] == sum(warehouse.count_findings(status=s) for s in OPEN_STATUSES) > 0
+    assert result["open_findings"] > warehouse.count_findings(status="open")  # the generated data has all three
     page = Path(result["report"]["html"]).read_text()
     assert page.count("<img") == 3  # by severity, over time (one snapshot day), by repository
     # the same page is in the warehouse, where the dashboard on the API server reads it
@@ -95,3 +98,14 @@ def test_publish_emits_the_asset_when_something_changed() -> None:
     events = OutletEvents()
     assert op.execute({"outlet_events": events}) == {"published": True, "changed": 3}
     assert events[op.alias].added == [(SCANS, {"changed": 3})]
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    ("a dry run: nothing was sent to the service", "a dry run: nothing was sent to the service: "),
+    ("", "no new scans: "),
+])
+def test_publish_says_why_nothing_was_published(capsys: pytest.CaptureFixture[str], reason: str, said: str) -> None:
+    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed=0, what="scans", reason=reason)
+    op.execute({"outlet_events": OutletEvents()})
+    captured = capsys.readouterr()
+    assert f"{said}{SCANS.uri} is not updated" in captured.out + captured.err

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from findings_provider import get_provider_info
 from findings_provider.config import PipelineConfig
 from findings_provider.dashboard.app import create_app
-from findings_provider.dashboard.links import URL_PREFIX
+from findings_provider.dashboard.links import NAV_ROUTE
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.dependencies import DependencyReportOperator
 from findings_provider.operators.findings import FindingsSummaryOperator
@@ -25,11 +25,11 @@ from task_context import make_context
 LINKED: dict[type[FindingsBaseOperator], dict[str, tuple[str, dict[str, list[str]]]]] = {
     BulkTriageOperator: {"Findings triaged": ("findings", {"touched": ["triage"]})},
     CreateTicketsOperator: {"Findings ticketed": ("findings", {"touched": ["ticket"]}),
-                            "Tickets created": ("activity", {})},
-    ApplyPolicyChangesOperator: {"Rules changed": ("policies", {})},
-    ProposePolicyChangesOperator: {"Policy report": ("reports/policy_tuning", {})},
-    FindingsSummaryOperator: {"Findings report": ("reports/findings_summary", {})},
-    DependencyReportOperator: {"Inventory report": ("reports/dependency_inventory", {})},
+                            "Tickets created": ("run", {})},
+    ApplyPolicyChangesOperator: {"Rules changed": ("run", {})},
+    ProposePolicyChangesOperator: {"Policy report": ("reports", {"name": ["policy_tuning"]})},
+    FindingsSummaryOperator: {"Findings report": ("reports", {"name": ["findings_summary"]})},
+    DependencyReportOperator: {"Inventory report": ("reports", {"name": ["dependency_inventory"]})},
 }
 
 
@@ -53,8 +53,8 @@ def test_links_are_stored_before_the_task_does_anything(operator_class: type[Fin
     assert set(stored) == set(LINKED[operator_class])
     for name, (page, query) in LINKED[operator_class].items():
         url = urlsplit(stored[name])
-        assert url.path == f"{URL_PREFIX}/{page}"
-        assert parse_qs(url.query) == {**query, "run_id": ["scheduled__2026-11-25T00:00:00+00:00"]}
+        assert url.path == f"/plugin/{NAV_ROUTE}"  # the dashboard's React app in Airflow's UI
+        assert parse_qs(url.query) == {"view": [page], **query, "run_id": ["scheduled__2026-11-25T00:00:00+00:00"]}
 
 
 def test_every_link_class_is_declared_in_the_provider_info() -> None:
@@ -80,11 +80,12 @@ def test_the_links_pages_show_what_that_run_wrote(warehouse: Warehouse) -> None:
         TicketAction("sast", 6, "failed", run_id="r1"),
     ])
     web = TestClient(create_app(lambda: (warehouse, PipelineConfig()), auth=lambda: None))
-    triaged = web.get("/findings", params={"run_id": "r1", "touched": "triage"}).text
-    assert "Findings triaged by run r1" in triaged
-    assert [n for n in range(1, 8) if f">{n}</a></td>" in triaged or f"<td>{n}</td>" in triaged] == [2, 3]
-    ticketed = web.get("/findings", params={"run_id": "r1", "touched": "ticket"}).text
-    assert [n for n in range(1, 8) if f"<td>{n}</td>" in ticketed] == [5]
-    tickets = web.get("/activity", params={"run_id": "r1"}).text
-    assert '<a href="https://jira/SEC-91"' in tickets
-    assert "SEC-91" in tickets
+    triaged = web.get("/api/findings", params={"run_id": "r1", "touched": "triage"}).json()
+    assert [r["id"] for r in triaged["rows"]] == [2, 3]
+    assert triaged["total"] == 2
+    ticketed = web.get("/api/findings", params={"run_id": "r1", "touched": "ticket"}).json()
+    assert [r["id"] for r in ticketed["rows"]] == [5]
+    run = web.get("/api/run", params={"run_id": "r1"}).json()
+    created = [t for t in run["tickets"] if t["outcome"] == "succeeded"]
+    assert [(t["ticket_id"], t["ticket_url"], t["external_slug"]) for t in created] == [
+        (91, "https://jira/SEC-91", "SEC-91")]

@@ -72,7 +72,7 @@ class FakeApi:
 
     def client(self) -> FindingsClient:
         return FindingsClient(
-            "https://api.test", "t0ken", deployment_id="1", deployment_slug="acme",
+            "https://api.test", "t0ken-value", deployment_id="1", deployment_slug="acme",
             transport=httpx.MockTransport(self), retry_policy=RetryPolicy(max_retries=0),
         )
 

@@ -52,7 +52,7 @@ def mock_api(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, list[Any]]]
 
         async def get_async_client(self: FindingsApiHook) -> AsyncFindingsClient:
             assert self.findings_conn_id == "my_conn"
-            return AsyncFindingsClient("https://api.test", "t0ken", deployment_slug="acme",
+            return AsyncFindingsClient("https://api.test", "t0ken-value", deployment_slug="acme",
                                        transport=httpx.MockTransport(api), retry_policy=RetryPolicy(max_retries=0))
 
         monkeypatch.setattr(FindingsApiHook, "get_async_client", get_async_client)
@@ -109,7 +109,8 @@ def test_derived_statuses_of_scan_details() -> None:
                "12": [details("12", started_at=(datetime.now(timezone.utc) - timedelta(hours=2)).isoformat())]})
 
     async def go() -> list[dict[str, Any]]:
-        client = AsyncFindingsClient("https://api.test", "t", deployment_id="1", transport=httpx.MockTransport(api))
+        client = AsyncFindingsClient("https://api.test", "t0ken-value", deployment_id="1",
+                                     transport=httpx.MockTransport(api))
         async with client:
             return [await trigger("11")._wait(client), await trigger("12")._wait(client)]
 

@@ -87,7 +87,7 @@ def page_client(pages: list[list[bytes]]) -> FindingsClient:
         return httpx.Response(200, content=b'{"findings": [' + b", ".join(items) + b"]}",
                               headers={"content-type": "application/json"})
 
-    return FindingsClient("https://api.test", "t0ken", deployment_id="1", deployment_slug="acme",
+    return FindingsClient("https://api.test", "t0ken-value", deployment_id="1", deployment_slug="acme",
                           transport=httpx.MockTransport(serve), retry_policy=RetryPolicy(max_retries=0))
 
 

@@ -91,14 +91,26 @@ def check_base_url(base_url: str, allow_insecure_http: bool = False) -> str:
     return base_url.strip().rstrip("/")
 
 
+#: The shortest token accepted. Airflow's log masker skips secrets shorter than 5 characters (``[logging]
+#: min_length_masked_secret``), so a shorter token would show in task logs; no real token is this short.
+MIN_TOKEN_LENGTH = 8
+
+
 def check_token(token: str) -> str:
     """Return ``token`` if it can be sent as is in an ``Authorization`` header; else ``ConfigurationError``.
 
-    Refused: an empty token, surrounding whitespace, and any character a header value cannot carry (below 0x20,
-    0x7f-0x9f, beyond latin-1). The message says where, never what: it holds no part of the token.
+    Refused: an empty token, one shorter than ``MIN_TOKEN_LENGTH`` (it could not be masked in logs), surrounding
+    whitespace, and any character a header value cannot carry (below 0x20, 0x7f-0x9f, beyond latin-1). The
+    message says where, never what: it holds no part of the token.
     """
     if not token:
         raise ConfigurationError("no API token given (the connection's password field)")
+    if len(token.strip()) < MIN_TOKEN_LENGTH:
+        raise ConfigurationError(
+            f"the API token (the connection's password field) has {len(token.strip())} characters: at least "
+            f"{MIN_TOKEN_LENGTH} are needed (a shorter secret cannot be masked in Airflow's logs); paste the whole "
+            "token"
+        )
     if token != token.strip():
         raise ConfigurationError(
             "the API token (the connection's password field) has whitespace or a line break around it; "

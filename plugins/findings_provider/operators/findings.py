@@ -164,23 +164,27 @@ class PublishAssetOperator(BaseOperator):
     :param asset: the Asset to update.
     :param changed: how many things changed upstream (templated; typically an XCom).
     :param what: what ``changed`` counts, for the log.
+    :param reason: why nothing is published when ``changed`` is not positive, for the log (templated; default
+        "no new <what>"): a dry run says so rather than looking like a run that found nothing.
     """
 
-    template_fields: Sequence[str] = ("changed",)
+    template_fields: Sequence[str] = ("changed", "reason")
     ui_color = "#e7e7f7"
 
-    def __init__(self, *, asset: Asset, changed: Any, what: str = "changes", **kwargs: Any) -> None:
+    def __init__(self, *, asset: Asset, changed: Any, what: str = "changes", reason: str = "",
+                 **kwargs: Any) -> None:
         self.asset = asset
         self.alias = AssetAlias(name=f"{asset.name}/published")
         kwargs["outlets"] = [*kwargs.get("outlets", ()), self.alias]
         super().__init__(**kwargs)
         self.changed = changed
         self.what = what
+        self.reason = reason
 
     def execute(self, context: Any) -> dict[str, Any]:
         count = as_optional_int(self.changed, "changed") or 0
         if count <= 0:
-            self.log.info("no new %s: %s is not updated", self.what, self.asset.uri)
+            self.log.info("%s: %s is not updated", self.reason or f"no new {self.what}", self.asset.uri)
             return {"published": False, "changed": 0}
         context["outlet_events"][self.alias].add(self.asset, extra={"changed": count})
         self.log.info("%d new %s: publishing %s", count, self.what, self.asset.uri)

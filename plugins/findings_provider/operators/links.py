@@ -59,19 +59,17 @@ class DashboardLink(UrlLink):
     """A page of the findings dashboard about this run; ``FindingsBaseOperator`` stores every such link of its
     operator when the task starts, before any request or wait, so the link is there whatever happens next."""
 
-    #: The dashboard page (``dashboard.links.PAGES`` or ``reports/<kind>``).
+    #: The dashboard page (``dashboard.links.PAGES`` or ``DETAIL_VIEWS``).
     page = ""
     #: Extra query parameters; ``run_id`` is added.
     query: dict[str, str] = {}
 
     def target(self, context: Any) -> str:
-        from urllib.parse import urlencode
-
         from findings_provider.dashboard.links import dashboard_url
 
         run_id = context.get("run_id") or getattr(context.get("ti"), "run_id", None)
         query = {**self.query, **({"run_id": str(run_id)} if run_id else {})}
-        return dashboard_url(self.page, urlencode(query))
+        return dashboard_url(self.page, query)
 
 
 class FindingsTriagedLink(DashboardLink):
@@ -91,35 +89,38 @@ class FindingsTicketedLink(DashboardLink):
 
 
 class TicketsCreatedLink(DashboardLink):
-    """The tickets this run created (their links in the tracker), on the dashboard's activity page."""
+    """The tickets this run created (their links in the tracker), on the dashboard's view of the run."""
 
     name = "Tickets created"
-    page = "activity"
+    page = "run"
 
 
 class RulesChangedLink(DashboardLink):
-    """The rule mode changes this run sent, on the dashboard's policies page."""
+    """The rule mode changes this run sent, on the dashboard's view of the run."""
 
     name = "Rules changed"
-    page = "policies"
+    page = "run"
 
 
 class SummaryReportLink(DashboardLink):
     """This run's findings summary report, stored in the warehouse."""
 
     name = "Findings report"
-    page = "reports/findings_summary"
+    page = "reports"
+    query = {"name": "findings_summary"}
 
 
 class PolicyReportLink(DashboardLink):
     """This run's policy tuning report (the proposals), stored in the warehouse."""
 
     name = "Policy report"
-    page = "reports/policy_tuning"
+    page = "reports"
+    query = {"name": "policy_tuning"}
 
 
 class InventoryReportLink(DashboardLink):
     """This run's dependency inventory report, stored in the warehouse."""
 
     name = "Inventory report"
-    page = "reports/dependency_inventory"
+    page = "reports"
+    query = {"name": "dependency_inventory"}

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from sqlalchemy import func, select
 
-from findings_provider import metrics
+from findings_provider import metrics, programme
 from findings_provider.client.timeutil import parse_timestamp
-from findings_provider.client.vocabulary import OPEN_STATUSES
 from findings_provider.metrics import severity_order
 from findings_provider.pipeline.alert import Alert
 from findings_provider.warehouse import Warehouse
@@ -23,7 +22,8 @@ if TYPE_CHECKING:
 
 
 def open_findings_summary(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
-    """Two tables of open-finding counts: ``by_severity`` (rows severity, columns issue type) and
+    """Two tables of open-finding counts (open as ``programme`` defines it): ``by_severity`` (rows severity,
+    columns issue type) and
     ``by_repository`` (rows repository, columns severity, most findings first)."""
     import pandas as pd
 
@@ -34,7 +34,7 @@ def open_findings_summary(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
             func.coalesce(findings.c.repository_name, "unknown").label("repository"),
             func.count().label("findings"),
         )
-        .where(findings.c.status == "open")
+        .where(programme.is_open())
         .group_by(findings.c.issue_type, "severity", "repository")
     )
     with warehouse.engine.connect() as conn:
@@ -90,7 +90,7 @@ def programme_alerts(warehouse: Warehouse, fix_days: Mapping[str, int], now: dat
 def _open_where(warehouse: Warehouse, *conditions: Any) -> list[Any]:
     stmt = select(findings.c.issue_type, findings.c.id, findings.c.severity, findings.c.repository_name,
                   findings.c.rule_name, findings.c.relevant_since).where(
-        findings.c.status.in_(OPEN_STATUSES), *conditions).order_by(findings.c.relevant_since)
+        programme.is_open(), *conditions).order_by(findings.c.relevant_since)
     with warehouse.engine.connect() as conn:
         return list(conn.execute(stmt))
 

@@ -118,6 +118,9 @@ findings = Table(
     # the dashboard's findings table filters by repository and by rule (added in schema 3)
     Index("ix_findings_repository", "repository_name"),
     Index("ix_findings_rule", "rule_name"),
+    # the programme's numbers (open, past the fix-time target, triaged, ticketed, fixed) by severity, read from
+    # the index (revision 0003)
+    Index("ix_findings_programme", "status", "severity", "relevant_since", "triage_state", "external_ticket_id"),
 )
 
 scans = Table(
@@ -299,6 +302,8 @@ finding_snapshots = Table(
     Column("count", Integer, nullable=False),
     _created_at(),
     PrimaryKeyConstraint("day", "issue_type", "repository_name", "severity", "status", name="pk_finding_snapshots"),
+    # the dashboard's trend: open findings per day and severity read from the index (revision 0003)
+    Index("ix_finding_snapshots_trend", "day", "status", "severity", "repository_name", "count"),
 )
 
 #: Reports as people open them (HTML with its charts), kept in the warehouse so that the dashboard on the API

@@ -1,0 +1,341 @@
+"""The dashboard's views as JSON-safe data, from the warehouse (no Airflow, no request objects: unit-testable):
+the overview, repositories, scans, triage and ticket runs, one run, policies, inventory and the reports.
+
+Every count of findings goes through :mod:`findings_provider.programme` and carries the findings-list query that
+reproduces it (``query``). Reads are bounded: counts read the covering indexes, lists read the newest rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy import case, func, select
+
+from findings_provider import programme
+from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, ScanStatus
+from findings_provider.metrics import policy_changes_made
+from findings_provider.pipeline.summary import LATEST_METRICS_KEY
+from findings_provider.programme import MEASURES, FindingFilter
+from findings_provider.text import http_url
+from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.schema import (
+    dependencies,
+    dependency_repositories,
+    finding_snapshots,
+    findings,
+    reports,
+    scans,
+    ticket_actions,
+    triage_actions,
+)
+
+#: Days of history the trend shows.
+TREND_DAYS = 90
+#: Below this many days of history the overview says that history is short.
+SHORT_HISTORY_DAYS = 7
+#: Newest scans listed.
+SCANS_LISTED = 200
+#: Runs listed on the activity page.
+RUNS_LISTED = 50
+#: Readable scan statuses (anything else is shown as the service wrote it).
+SCAN_STATUS_LABELS = {
+    ScanStatus.PENDING.value: "Pending", ScanStatus.RUNNING.value: "Running", ScanStatus.COMPLETED.value: "Completed",
+    ScanStatus.ERROR.value: "Failed", ScanStatus.NEVER_FINISHED.value: "Never finished",
+    ScanStatus.CANCELLED.value: "Cancelled",
+}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat(timespec="seconds")
+
+
+def measure_counts(conn: Any, targets: Mapping[str, int], now: datetime,
+                   base: FindingFilter | None = None) -> list[dict[str, Any]]:
+    """Every programme number within ``base``: total and per severity, each with the findings-list query that
+    reproduces it."""
+    base = base or FindingFilter()
+    out = []
+    for name, label in MEASURES.items():
+        per = programme.counts_by_severity(conn, name, targets, now, base)
+        out.append({
+            "name": name, "label": label, "total": sum(per.values()),
+            "query": base.narrowed(measure=name).query(),
+            "by_severity": [{"severity": s, "count": per.get(s, 0),
+                             "query": base.narrowed(measure=name, severity=s or programme.UNKNOWN_SEVERITY).query()}
+                            for s in [*SEVERITY_ORDER, *sorted(set(per) - set(SEVERITY_ORDER))] if s in per
+                            or s in SEVERITY_ORDER],
+        })
+    return out
+
+
+def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND_DAYS) -> dict[str, Any]:
+    """Open findings per snapshot day and severity (the daily snapshots of the extraction) over the last ``days``
+    days, oldest first."""
+    s = finding_snapshots.c
+    where: list[Any] = [s.status.in_(OPEN_STATUSES)]
+    if repository is not None:
+        where.append(s.repository_name == repository)
+    with warehouse.engine.connect() as conn:
+        latest = conn.execute(select(func.max(s.day))).scalar()
+        rows: Any = []
+        if latest is not None:  # the last ``days`` calendar days up to the newest snapshot, from the trend index
+            start = (date.fromisoformat(latest) - timedelta(days=days - 1)).isoformat()
+            rows = conn.execute(select(s.day, s.severity, func.sum(s["count"])).where(s.day >= start, *where)
+                                .group_by(s.day, s.severity)).all()
+    recent = sorted({day for day, _, _ in rows})
+    per_day: dict[str, dict[str, int]] = {d: {} for d in recent}
+    for day, severity, n in rows:
+        per_day[day][severity or "unknown"] = int(n)
+    severities = [x for x in SEVERITY_ORDER if any(x in v for v in per_day.values())] + sorted(
+        {x for v in per_day.values() for x in v} - set(SEVERITY_ORDER))
+    return {"days": recent, "severities": severities,
+            "series": {x: [per_day[d].get(x, 0) for d in recent] for x in severities},
+            "short": len(recent) < SHORT_HISTORY_DAYS}
+
+
+def failed_scans(conn: Any, now: datetime, repository_id: str | None = None) -> int:
+    where = [scans.c.status.in_(programme.FAILED_SCAN_STATUSES),
+             scans.c.started_at >= now - timedelta(days=programme.FAILED_SCANS_DAYS)]
+    if repository_id is not None:
+        where.append(scans.c.repository_id == repository_id)
+    return int(conn.execute(select(func.count()).select_from(scans).where(*where)).scalar_one())
+
+
+def overview(warehouse: Warehouse, targets: Mapping[str, int], now: datetime,
+             approvals: Sequence[Mapping[str, Any]] | None = ()) -> dict[str, Any]:
+    """The programme numbers now, open findings by type, the trend, failed scans, approvals waiting, and the
+    summary task's time-to-fix and time-to-triage tables."""
+    with warehouse.engine.connect() as conn:
+        measures = measure_counts(conn, targets, now)
+        by_type = conn.execute(select(findings.c.issue_type, func.count()).where(programme.is_open())
+                               .group_by(findings.c.issue_type).order_by(findings.c.issue_type)).all()
+        failed = failed_scans(conn, now)
+    metrics = warehouse.get_state(LATEST_METRICS_KEY) or {}
+    return {
+        "as_of": _iso(now), "targets": dict(targets), "measures": measures,
+        "by_type": [{"issue_type": t, "count": int(n), "query": {"measure": "open", "issue_type": t}}
+                    for t, n in by_type],
+        "trend": trend(warehouse),
+        "failed_scans": {"count": failed, "days": programme.FAILED_SCANS_DAYS},
+        "approvals": None if approvals is None else [dict(a) for a in approvals],
+        "metrics": {k: metrics.get(k) for k in ("run_id", "computed_at", "time_to_fix", "time_to_triage")},
+    }
+
+
+def widget(warehouse: Warehouse, targets: Mapping[str, int], now: datetime,
+           approvals: Sequence[Mapping[str, Any]] | None = ()) -> dict[str, Any]:
+    """The few numbers for Airflow's home page: open criticals, findings past their target, failed scans,
+    approvals waiting."""
+    with warehouse.engine.connect() as conn:
+        critical = FindingFilter(measure="open", severity="critical")
+        overdue = FindingFilter(measure="overdue")
+        return {
+            "open_critical": {"count": programme.count(conn, critical, targets, now), "query": critical.query()},
+            "overdue": {"count": programme.count(conn, overdue, targets, now), "query": overdue.query()},
+            "failed_scans": {"count": failed_scans(conn, now), "days": programme.FAILED_SCANS_DAYS},
+            "approvals": None if approvals is None else len(approvals),
+        }
+
+
+def repository_names(conn: Any) -> dict[str, str]:
+    """Repository id -> name, from the dependency inventory (scans carry only the id)."""
+    return {str(i): n for i, n in conn.execute(select(dependency_repositories.c.id, dependency_repositories.c.name))
+            if n}
+
+
+def repositories(warehouse: Warehouse, targets: Mapping[str, int], now: datetime) -> dict[str, Any]:
+    """Per repository: open findings by severity and those past their target, most at risk first."""
+    overdue = programme.is_overdue(targets, now)
+    with warehouse.engine.connect() as conn:
+        rows = conn.execute(select(
+            findings.c.repository_name, findings.c.severity, func.count(),
+            func.sum(case((overdue, 1), else_=0)),
+        ).where(programme.is_open()).group_by(findings.c.repository_name, findings.c.severity)).all()
+    table: dict[str, dict[str, Any]] = {}
+    for name, severity, n, late in rows:
+        entry = table.setdefault(name or "", {"repository": name or "", "open": 0, "overdue": 0,
+                                              "by_severity": {}})
+        entry["open"] += int(n)
+        entry["overdue"] += int(late or 0)
+        entry["by_severity"][severity or "unknown"] = int(n)
+    listed = sorted(table.values(), key=lambda e: (-e["overdue"], -e["by_severity"].get("critical", 0),
+                                                  -e["open"], e["repository"]))
+    return {"severities": list(SEVERITY_ORDER), "repositories": listed}
+
+
+def repository(warehouse: Warehouse, name: str, targets: Mapping[str, int], now: datetime) -> dict[str, Any]:
+    """One repository: its programme numbers, trend and newest scans."""
+    base = FindingFilter(repository=name)
+    with warehouse.engine.connect() as conn:
+        measures = measure_counts(conn, targets, now, base)
+        ids = [i for i, n in repository_names(conn).items() if n == name]
+    return {"repository": name, "measures": measures, "trend": trend(warehouse, repository=name),
+            "scans": scan_list(warehouse, repository_ids=ids)["scans"] if ids else []}
+
+
+def _scan_link(raw: str | None) -> str | None:
+    try:
+        data = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        return None
+    meta = data.get("meta") if isinstance(data, dict) else None
+    if isinstance(meta, dict):
+        return http_url(meta.get("ci_job_url")) or http_url(meta.get("repo_url"))
+    return None
+
+
+def scan_list(warehouse: Warehouse, status: str = "", repository_ids: Sequence[str] | None = None,
+              now: datetime | None = None) -> dict[str, Any]:
+    """The newest scans (``SCANS_LISTED``), with repository names, readable statuses, durations and CI links;
+    ``status`` ``failed`` keeps the failed ones of the last ``FAILED_SCANS_DAYS`` days (the overview's number)."""
+    where: list[Any] = []
+    if status == "failed":
+        where.append(scans.c.status.in_(programme.FAILED_SCAN_STATUSES))
+        if now is not None:
+            where.append(scans.c.started_at >= now - timedelta(days=programme.FAILED_SCANS_DAYS))
+    elif status:
+        raise ValueError(f"status = {status!r}: expected failed or nothing")
+    if repository_ids is not None:
+        where.append(scans.c.repository_id.in_(list(repository_ids)))
+    with warehouse.engine.connect() as conn:
+        names = repository_names(conn)
+        rows = conn.execute(select(scans.c.id, scans.c.repository_id, scans.c.branch, scans.c.status,
+                                   scans.c.exit_code, scans.c.started_at, scans.c.completed_at, scans.c.is_full_scan,
+                                   scans.c.raw).where(*where).order_by(scans.c.started_at.desc()).limit(
+            SCANS_LISTED)).all()
+        total = int(conn.execute(select(func.count()).select_from(scans).where(*where)).scalar_one())
+    out = []
+    for r in rows:
+        took = (r.completed_at - r.started_at).total_seconds() if r.completed_at and r.started_at else None
+        out.append({
+            "id": r.id, "repository_id": r.repository_id, "repository": names.get(str(r.repository_id)),
+            "branch": r.branch, "status": r.status, "status_label": SCAN_STATUS_LABELS.get(r.status or "", r.status),
+            "failed": r.status in programme.FAILED_SCAN_STATUSES, "exit_code": r.exit_code,
+            "started_at": _iso(r.started_at), "completed_at": _iso(r.completed_at),
+            "duration_seconds": None if took is None or took < 0 else int(took),
+            "full_scan": r.is_full_scan, "link": _scan_link(r.raw),
+        })
+    return {"total": total, "listed": len(out), "status": status, "scans": out}
+
+
+#: The DAG whose runs write ``ticket_actions`` (the table has no DAG column; a run id alone is not unique: two
+#: DAGs' scheduled runs of one day share it).
+TICKET_DAG = "ticket_creation"
+TRIAGE_DAG = "autotriage_triage"
+
+
+def _warehouse_runs(conn: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (DAG id, run id): what the warehouse holds of the run (triaged, planned, failed; tickets created,
+    planned, failed)."""
+    t, k = triage_actions.c, ticket_actions.c
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for run_id, dag_id, dry, at, done, planned, failed in conn.execute(select(
+            t.run_id, func.coalesce(t.dag_id, TRIAGE_DAG), func.max(case((t.dry_run.is_(True), 1), else_=0)),
+            func.min(t.created_at), func.sum(case((t.status == "succeeded", t.num_triaged), else_=0)),
+            func.sum(case((t.status == "planned", func.coalesce(t.num_triaged, 0)), else_=0)),
+            func.sum(case((t.status == "failed", 1), else_=0))).group_by(
+                t.run_id, func.coalesce(t.dag_id, TRIAGE_DAG))):
+        out[(dag_id, run_id or "")] = {"run_id": run_id, "dag_id": dag_id, "dry_run": bool(dry), "at": _iso(at),
+                                       "triaged": int(done or 0), "triage_planned": int(planned or 0),
+                                       "triage_failed": int(failed or 0)}
+    for run_id, at, created, planned, failed in conn.execute(select(
+            k.run_id, func.min(k.created_at),
+            func.count(func.distinct(case((k.outcome == "succeeded", k.ticket_id)))),
+            func.sum(case((k.outcome == "planned", 1), else_=0)),
+            func.sum(case((k.outcome.in_(("failed", "ambiguous")), 1), else_=0))).group_by(k.run_id)):
+        entry = out.setdefault((TICKET_DAG, run_id or ""), {"run_id": run_id, "dag_id": TICKET_DAG, "dry_run": False,
+                                                               "at": _iso(at)})
+        entry.update({"tickets_created": int(created or 0), "ticket_findings_planned": int(planned or 0),
+                      "ticket_findings_failed": int(failed or 0)})
+        if planned and not created:
+            entry["dry_run"] = True
+    return out
+
+
+def activity(warehouse: Warehouse, airflow_runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """Every run of the writing DAGs, newest first: Airflow's runs (``airflow_runs``: dag_id, run_id, state,
+    start_date, dry_run) with what each wrote, dry runs and runs that changed nothing included and labelled;
+    without Airflow's runs (None), the runs the warehouse knows of."""
+    with warehouse.engine.connect() as conn:
+        known = _warehouse_runs(conn)
+    rows: list[dict[str, Any]] = []
+    for run in airflow_runs or ():
+        written = known.pop((str(run["dag_id"]), str(run["run_id"])), {})
+        rows.append({**written, **{k: run.get(k) for k in ("dag_id", "run_id", "state", "start_date")},
+                     "dry_run": bool(run.get("dry_run") or written.get("dry_run"))})
+    if airflow_runs is None:
+        rows += sorted(known.values(), key=lambda r: r.get("at") or "", reverse=True)
+    for row in rows:
+        wrote = row.get("triaged", 0) + row.get("tickets_created", 0)
+        row["outcome"] = ("dry run" if row["dry_run"] else "changed something" if wrote else
+                          "failed" if row.get("triage_failed") or row.get("ticket_findings_failed") else
+                          "changed nothing")
+    return {"airflow": airflow_runs is not None, "runs": rows[:RUNS_LISTED]}
+
+
+def run_detail(warehouse: Warehouse, run_id: str, dag_id: str | None = None) -> dict[str, Any]:
+    """What one run did: its triage requests, the tickets it created (with their links), the rule mode changes
+    it sent, and whether it was a dry run; with the findings-list queries of what it triaged and ticketed."""
+    t, k = triage_actions.c, ticket_actions.c
+    triage_where = [t.run_id == run_id] + ([func.coalesce(t.dag_id, TRIAGE_DAG) == dag_id] if dag_id else [])
+    with warehouse.engine.connect() as conn:
+        triage = [dict(r._mapping) for r in conn.execute(select(
+            t.issue_type, t.status, t.dry_run, t.num_triaged, t.error, t.created_at).where(*triage_where)
+            .order_by(t.id))]
+        tickets = [] if dag_id and dag_id != TICKET_DAG else [dict(r._mapping) for r in conn.execute(select(
+            k.ticket_id, k.ticket_url, k.external_slug, k.outcome, func.count().label("findings")).where(
+            k.run_id == run_id).group_by(k.ticket_id, k.ticket_url, k.external_slug, k.outcome).order_by(
+            k.outcome, k.ticket_id))]
+    for row in triage:
+        row["created_at"] = _iso(row["created_at"])
+    for row in tickets:
+        row["ticket_url"] = http_url(row["ticket_url"])
+    changes = policy_changes_made(warehouse, run_id=run_id)
+    if dag_id and dag_id != "policy_tuning":
+        changes = changes.iloc[0:0]
+    dry = any(r["dry_run"] for r in triage) or any(r["outcome"] == "planned" for r in tickets)
+    return {
+        "run_id": run_id, "dag_id": dag_id, "dry_run": dry, "triage": triage, "tickets": tickets,
+        "policy_changes": orjson.loads(changes.to_json(orient="records", date_format="iso")) if len(changes) else [],
+        "triaged_query": FindingFilter(run_id=run_id, touched="triage").query(),
+        "ticketed_query": FindingFilter(run_id=run_id, touched="ticket").query(),
+    }
+
+
+def policies(warehouse: Warehouse) -> dict[str, Any]:
+    """The rule mode changes sent after approval, and the latest policy tuning report."""
+    changes = policy_changes_made(warehouse)
+    return {"changes": orjson.loads(changes.to_json(orient="records", date_format="iso")) if len(changes) else [],
+            "report": latest_report(warehouse, "policy_tuning")}
+
+
+def inventory(warehouse: Warehouse) -> dict[str, Any]:
+    """Dependencies and packages stored, by ecosystem, and the latest inventory report."""
+    with warehouse.engine.connect() as conn:
+        total, packages = conn.execute(select(func.count(), func.count(func.distinct(dependencies.c.name)))).one()
+        ecosystems = conn.execute(select(func.coalesce(dependencies.c.ecosystem, ""), func.count())
+                                  .group_by(func.coalesce(dependencies.c.ecosystem, "")).order_by(
+            func.count().desc())).all()
+        repositories = int(conn.execute(select(func.count()).select_from(dependency_repositories)).scalar_one())
+    return {"dependencies": int(total), "packages": int(packages), "repositories": repositories,
+            "ecosystems": [{"ecosystem": e or "unknown", "dependencies": int(n)} for e, n in ecosystems],
+            "report": latest_report(warehouse, "dependency_inventory")}
+
+
+def latest_report(warehouse: Warehouse, name: str) -> dict[str, Any] | None:
+    report = warehouse.latest_report(name)
+    if report is None:
+        return None
+    return {"name": name, "title": report.title, "run_id": report.run_id, "created_at": _iso(report.created_at)}
+
+
+def report_list(warehouse: Warehouse) -> dict[str, Any]:
+    """The stored reports, newest first (name, title, run, when)."""
+    with warehouse.engine.connect() as conn:
+        rows = conn.execute(select(reports.c.name, reports.c.title, reports.c.run_id, reports.c.created_at)
+                            .order_by(reports.c.id.desc()).limit(100)).all()
+    return {"reports": [{"name": n, "title": t, "run_id": r, "created_at": _iso(c)} for n, t, r, c in rows]}
+

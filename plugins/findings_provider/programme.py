@@ -1,0 +1,208 @@
+"""The programme's numbers, defined once: what "open", "overdue", "triaged", "ticketed" and "fixed" mean, as
+conditions over the warehouse's ``findings`` table.
+
+Every page of the dashboard, the summary report, the alerts and the metrics count through these conditions, and
+every number the dashboard shows links to the findings list with the same :class:`FindingFilter`, whose total is
+the same count. So a number means the same everywhere and can be reproduced by the list it links to (and by SQL:
+``docs/dashboard.md`` writes each definition out).
+
+- **open**: status ``open``, ``reviewing`` or ``fixing`` (``OPEN_STATUSES``): not fixed and not ignored.
+- **overdue**: open, with a fix-time target for its severity (``sla.fix_days``), detected (``relevant_since``)
+  more than that many days ago.
+- **triaged**: a person or a policy set its triage state (``triage_state`` other than empty or ``untriaged``).
+- **ticketed**: it has an issue-tracker ticket (``external_ticket_id``).
+- **fixed**: status ``fixed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, case, false, func, literal, or_, select
+
+from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus, ScanStatus
+from findings_provider.warehouse.schema import findings
+
+#: The programme's numbers: name -> what a page says of it.
+MEASURES: dict[str, str] = {
+    FindingStatus.OPEN.value: "Open",  # open, reviewing or fixing: named after the first
+    "overdue": "Past fix-time target",
+    "triaged": "Triaged",
+    "ticketed": "Ticketed",
+    FindingStatus.FIXED.value: "Fixed",
+}
+#: What the findings list can be sorted by: name -> label.
+SORTS: dict[str, str] = {
+    "severity": "Severity",
+    "age": "Age",
+    "due": "Due date",
+    "repository": "Repository",
+    "rule": "Rule",
+    "id": "Type and id",
+}
+#: What a run can have written to a finding (``touched``): triaged it, or created its ticket.
+TOUCHED = ("triage", "ticket")
+_UNTRIAGED = ("", "untriaged")
+#: The ``severity`` filter value of findings without a severity (NULL or empty; the word the pages show for them).
+UNKNOWN_SEVERITY = "unknown"
+
+
+def _allowed(field: str, value: str, allowed: Any) -> None:
+    if value and value not in allowed:
+        raise ValueError(f"{field} = {value!r}: expected one of {', '.join(sorted(allowed))}")
+
+
+@dataclass(frozen=True)
+class FindingFilter:
+    """A selection of findings: what a number counts and what the findings list shows.
+
+    Every field is optional (empty matches everything). ``repository_contains`` and ``rule_contains`` match part
+    of the name, ignoring case; the others match the exact value. ``run_id`` with ``touched`` (``triage`` or
+    ``ticket``) keeps the findings that run wrote to (the caller resolves them: :meth:`where` takes the ids).
+    """
+
+    measure: str = ""
+    issue_type: str = ""
+    severity: str = ""
+    status: str = ""
+    repository: str = ""
+    repository_contains: str = ""
+    rule: str = ""
+    rule_contains: str = ""
+    run_id: str = ""
+    touched: str = ""
+
+    def __post_init__(self) -> None:
+        _allowed("measure", self.measure, MEASURES)
+        _allowed("touched", self.touched, TOUCHED)
+        if self.touched and not self.run_id:
+            raise ValueError(f"touched = {self.touched!r} needs a run_id")
+
+    @classmethod
+    def from_query(cls, params: Mapping[str, str]) -> FindingFilter:
+        """From URL query parameters (unknown ones are ignored; values are stripped)."""
+        return cls(**{f.name: str(params.get(f.name) or "").strip() for f in fields(cls)})
+
+    def query(self) -> dict[str, str]:
+        """The URL query parameters that give this filter back (``from_query``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+
+    def narrowed(self, **values: str) -> FindingFilter:
+        """This filter with some fields replaced (a number's link: this view, one severity)."""
+        return replace(self, **values)
+
+    def where(self, targets: Mapping[str, int], now: datetime,
+              touched_ids: Mapping[str, set[int]] | None = None) -> list[Any]:
+        """The SQL conditions over ``findings``; ``touched_ids`` (issue type -> ids) when ``touched`` is set."""
+        conditions: list[Any] = []
+        if self.measure:
+            conditions.append(measure_condition(self.measure, targets, now))
+        for name, column in (("issue_type", findings.c.issue_type), ("severity", findings.c.severity),
+                             ("status", findings.c.status), ("repository", findings.c.repository_name),
+                             ("rule", findings.c.rule_name)):
+            value = getattr(self, name)
+            if name == "severity" and value == UNKNOWN_SEVERITY:
+                conditions.append(or_(column.is_(None), column.in_(("", UNKNOWN_SEVERITY))))
+            elif value:
+                conditions.append(column == value)
+        for name, column in (("repository_contains", findings.c.repository_name),
+                             ("rule_contains", findings.c.rule_name)):
+            value = getattr(self, name)
+            if value:
+                conditions.append(func.lower(column).contains(value.lower(), autoescape=True))
+        if self.touched:
+            ids = touched_ids or {}
+            conditions.append(or_(false(), *(and_(findings.c.issue_type == t, findings.c.id.in_(sorted(v)))
+                                             for t, v in ids.items() if v)))
+        return conditions
+
+
+def is_open() -> Any:
+    return findings.c.status.in_(OPEN_STATUSES)
+
+
+def is_overdue(targets: Mapping[str, int], now: datetime) -> Any:
+    """Open and detected longer ago than its severity's fix-time target (no target: never overdue)."""
+    late = [and_(findings.c.severity == severity, findings.c.relevant_since < now - timedelta(days=days))
+            for severity, days in targets.items()]
+    return and_(is_open(), or_(false(), *late))
+
+
+def measure_condition(measure: str, targets: Mapping[str, int], now: datetime) -> Any:
+    """The condition of one of ``MEASURES``."""
+    if measure == "open":
+        return is_open()
+    if measure == "overdue":
+        return is_overdue(targets, now)
+    if measure == "triaged":
+        return and_(findings.c.triage_state.is_not(None), findings.c.triage_state.not_in(_UNTRIAGED))
+    if measure == "ticketed":
+        return findings.c.external_ticket_id.is_not(None)
+    if measure == "fixed":
+        return findings.c.status == FindingStatus.FIXED.value
+    raise ValueError(f"measure = {measure!r}: expected one of {', '.join(MEASURES)}")
+
+
+def counts_by_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
+                       base: FindingFilter | None = None) -> dict[str, int]:
+    """Findings of ``measure`` (within ``base``) per severity (``""`` for none), in one query."""
+    where = (base or FindingFilter()).narrowed(measure=measure).where(targets, now)
+    severity = func.coalesce(findings.c.severity, "")
+    rows = conn.execute(select(severity, func.count()).where(*where).group_by(severity)).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+def count(conn: Any, selection: FindingFilter, targets: Mapping[str, int], now: datetime,
+          touched_ids: Mapping[str, set[int]] | None = None) -> int:
+    """How many findings ``selection`` holds: the total of its findings list."""
+    return int(conn.execute(select(func.count()).select_from(findings).where(
+        *selection.where(targets, now, touched_ids))).scalar_one())
+
+
+def severity_rank() -> Any:
+    """0 for the most severe known severity, larger for the others, unknown last."""
+    return case({s: i for i, s in enumerate(SEVERITY_ORDER)}, value=findings.c.severity,
+                else_=len(SEVERITY_ORDER))
+
+
+def due_seconds(targets: Mapping[str, int], dialect: str) -> Any:
+    """A finding's fix-time deadline as seconds since the epoch (NULL without a target), for sorting by due
+    date on SQLite (text timestamps) and PostgreSQL."""
+    since: Any
+    if dialect == "sqlite":
+        since = func.cast(func.strftime("%s", func.substr(findings.c.relevant_since, 1, 19)), findings.c.id.type)
+    else:
+        since = func.extract("epoch", findings.c.relevant_since)
+    days = case({s: literal(d * 86400) for s, d in targets.items()}, value=findings.c.severity, else_=None)
+    return since + days
+
+
+def order_by(sort: str, descending: bool, targets: Mapping[str, int], dialect: str) -> list[Any]:
+    """The ORDER BY of the findings list for ``sort`` (``SORTS``), with (issue type, id) to break ties."""
+    _allowed("sort", sort, SORTS)
+    keys: list[Any]
+    if sort == "severity":
+        keys = [severity_rank(), findings.c.relevant_since]  # most severe first, oldest first within
+        keys = [k.desc() if descending else k for k in keys]
+    elif sort == "age":  # oldest first: ascending age
+        keys = [findings.c.relevant_since.desc() if descending else findings.c.relevant_since]
+    elif sort == "due":  # soonest (or longest overdue) first; no target last
+        due = due_seconds(targets, dialect)
+        keys = [due.is_(None), due.desc() if descending else due]
+    elif sort == "repository":
+        keys = [findings.c.repository_name.desc() if descending else findings.c.repository_name, severity_rank()]
+    elif sort == "rule":
+        keys = [findings.c.rule_name.desc() if descending else findings.c.rule_name, severity_rank()]
+    else:
+        keys = []
+    tie = [findings.c.issue_type, findings.c.id]
+    return [*keys, *([k.desc() for k in tie] if descending and sort == "id" else tie)]
+
+
+#: Scan statuses that count as failed scans: finished with an error, or never reported an end.
+FAILED_SCAN_STATUSES = (ScanStatus.ERROR.value, ScanStatus.NEVER_FINISHED.value)
+#: Failed scans are counted over this many days back from now.
+FAILED_SCANS_DAYS = 7
