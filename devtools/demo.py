@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ class Staging:
     def __init__(self, api: Any, say: Callable[[str], None], ui_url: str) -> None:
         self.api, self.say, self.ui_url = api, say, ui_url
         self.stage = 0
+        self.started = datetime.now(timezone.utc)
 
     def start(self, trigger: bool = True) -> None:
         """Pause the later stages (a reused home may have them unpaused), unpause the first, trigger it."""
@@ -86,7 +88,10 @@ class Staging:
         self.say(f"unpaused {', '.join(TRIGGERED)}; the other DAGs start once the first extraction has finished")
 
     def _finished(self, dag_id: str) -> bool:
-        return any(r.get("state") == "success" for r in self.api.runs(dag_id))
+        """A run of ``dag_id`` succeeded since this demo started (a reused home's earlier runs do not count)."""
+        return any(r.get("state") == "success" and r.get("end_date")
+                   and datetime.fromisoformat(r["end_date"].replace("Z", "+00:00")) >= self.started
+                   for r in self.api.runs(dag_id))
 
     def step(self) -> None:
         if self.stage == 0 and self._finished("findings_extraction"):

@@ -3,6 +3,7 @@ the first extraction has finished, tickets wait for a finished triage, and the t
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +38,25 @@ class FakeApi:
         return {"dag_run_id": f"manual__{dag_id}"}
 
     def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return [{"state": s} for s in self.states.get(dag_id, [])]
+        """Runs in the given states; a finished one ended now, a ``success-before`` one before the demo started."""
+        now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+        return [{"state": "success", "end_date": "2026-01-01T00:00:00Z"} if s == "success-before" else
+                {"state": s, "end_date": now if s in ("success", "failed") else None}
+                for s in self.states.get(dag_id, [])]
 
     def unpaused(self) -> set[str]:
         return {d for d, p in self.paused.items() if not p}
 
 
 def test_the_stages_start_in_the_pipelines_order() -> None:
-    api, said = FakeApi(), []
+    api, said = FakeApi(), list[str]()
     staging = Staging(api, said.append, "http://ui")
     staging.start()
     assert api.triggered == list(TRIGGERED)
     assert api.unpaused() == set(TRIGGERED)
     assert set(TRIGGERED) | set(AFTER_EXTRACTION) | set(AFTER_TRIAGE) == set(PIPELINE_DAGS)
 
-    api.states["findings_extraction"] = ["running"]
+    api.states["findings_extraction"] = ["success-before", "running"]  # a reused home's run does not count
     staging.step()
     assert api.unpaused() == set(TRIGGERED)  # the extraction is still writing: nothing else runs
 

@@ -107,3 +107,25 @@ def test_charts_draw_dollar_signs_and_long_names_as_plain_labels(tmp_path: Path)
                               out_dir=tmp_path)
 
     assert Path(report.html).read_text().count("<img") == 1
+
+
+def test_report_tables_read_as_people_read_them(tmp_path: Path) -> None:
+    """Whole-number columns show as integers (a ticket id is 25, not 25.0; a missing one is blank), names are
+    words, and a default 0, 1, 2 ... index is not shown as a column."""
+    breaches = pd.DataFrame({"external_ticket_id": [25.0, None, 250000000.0], "overdue_days": [1.5, 2.0, 3.25],
+                             "rule_name": ["a", "b", "c"]})
+    report = write_report("t", "T", {"sla_breaches": breaches}, out_dir=tmp_path)
+    page = Path(report.html).read_text()
+    assert "<h2>Sla breaches</h2>" in page
+    assert "<th>External ticket id</th>" in page
+    assert "<td>25</td>" in page
+    assert "<td>250000000</td>" in page
+    assert "25.0" not in page
+    assert "e+" not in page
+    assert "NaN" not in page
+    assert "&lt;NA&gt;" not in page
+    assert "<td>1.50</td>" in page or "<td>1.5</td>" in page  # fractions stay fractions
+    assert page.count("<th></th>") == 0  # no index column
+    by_name = pd.DataFrame({"open": [3, 1]}, index=pd.Index(["critical", "low"], name="severity"))
+    named = Path(write_report("u", "U", {"by_severity": by_name}, out_dir=tmp_path).html).read_text()
+    assert "<th>critical</th>" in named  # a meaningful index is kept

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from findings_provider.client.vocabulary import Severity
 from findings_provider.text import csv_cell, truncate
@@ -101,7 +101,11 @@ def _chart_png(df: pd.DataFrame, chart: Chart) -> str:
             colours = None
             if any(str(c) in SEVERITY_COLOURS for c in data.columns):  # one colour per severity column
                 colours = [SEVERITY_COLOURS.get(str(c), OTHER_COLOUR) for c in data.columns]
-            data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1, color=colours)
+            # a line chart marks its points: with one day of history a line has nothing to join, and the chart
+            # would be an empty frame
+            style: dict[str, Any] = {"marker": "o"} if chart.kind == "line" else {}
+            data.plot(kind=chart.kind, stacked=chart.stacked, ax=ax, legend=data.shape[1] > 1, color=colours,
+                      **style)
             ax.set_title(chart.title)
             if chart.kind == "barh":
                 ax.invert_yaxis()
@@ -132,6 +136,28 @@ def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
     out.index = _csv_labels(df.index)
     out.columns = _csv_labels(df.columns)
     return out
+
+
+def _label(name: object) -> str:
+    """A column or table name as a person reads it: ``sla_breaches`` -> "Sla breaches"."""
+    text = str(name).replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+def html_frame(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """``df`` as shown in a report's HTML: whole-number columns as integers (a ticket id is ``25``, not ``25.0``
+    or ``2.5e+01``; missing is blank), readable column names; and whether its index means anything (a default
+    0, 1, 2 ... index is not shown)."""
+    import pandas as pd
+
+    out = df.copy()
+    for column in out.columns:
+        values = out[column]
+        if pd.api.types.is_float_dtype(values) and values.dropna().apply(float.is_integer).all():
+            out[column] = ["" if pd.isna(v) else int(v) for v in values]
+    out.columns = [_label(c) for c in out.columns]
+    meaningful = not (isinstance(df.index, pd.RangeIndex) and df.index.name is None)
+    return out, meaningful
 
 
 def write_report(
@@ -176,8 +202,10 @@ def write_report(
         # otherwise read as the start of a new row (whose first cell ``csv_cell`` never saw)
         csv_frame(df).to_csv(csv_path, lineterminator="\r\n")
         report.csv[table_name] = str(csv_path)
-        parts.append(f"<h2>{html.escape(table_name)}</h2>")
-        parts.append(df.to_html(border=0, escape=True) if not df.empty else "<p>(empty)</p>")
+        parts.append(f"<h2>{html.escape(_label(table_name))}</h2>")
+        shown, with_index = html_frame(df)
+        parts.append(shown.to_html(border=0, escape=True, index=with_index, na_rep="")
+                     if not df.empty else "<p>(empty)</p>")
     parts.append("</body></html>")
     page = "\n".join(parts)
     Path(report.html).write_text(page)

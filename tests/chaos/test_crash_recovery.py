@@ -13,6 +13,7 @@ run) and is SIGKILLed in the middle; a rerun must leave everything complete and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -83,6 +84,20 @@ def kill(process: subprocess.Popen) -> None:
     process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL, process.returncode
     tally("crash.kills")
+
+
+def kill_if_running(process: subprocess.Popen) -> bool:
+    """SIGKILL the child unless it has ended; True when the kill ended it. It may end on its own between any check
+    and the signal: then it must have ended cleanly."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    if process.returncode == -signal.SIGKILL:
+        tally("crash.kills")
+        return True
+    assert process.returncode == 0, f"the step failed on its own ({process.returncode})"
+    return False
 
 
 def killed_after_latency(emu: EmulatorProcess, step: str, cfg: dict[str, Any], faults_before: int = 0) -> None:
@@ -170,9 +185,7 @@ def test_extraction_killed_at_random_moments_converges(fresh: EmulatorProcess, t
         wait_until(lambda mark=mark: api_requests(fresh, "findings", since=mark), timeout=60,
                    what="the first page request")
         time.sleep(rng.uniform(0.0, 1.0))
-        killed = process.poll() is None
-        if killed:
-            kill(process)
+        killed = kill_if_running(process)
         assert_watermark_skipped_nothing(truth, warehouse)
         mid_pull += killed and len(warehouse_findings(warehouse)) < len(truth)
     assert mid_pull >= 3, f"only {mid_pull} of 5 kills landed in the middle of a pull"

@@ -368,6 +368,18 @@ def test_options_list_the_values_present(warehouse: Warehouse) -> None:
     }
 
 
+def test_options_are_read_again_once_their_time_is_up(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(findings_list.time, "monotonic", lambda: clock[0])
+    warehouse.upsert_findings([finding(1, repository={"name": "acme/first"})])
+    assert findings_list.options(warehouse)["repository"] == ["acme/first"]
+    warehouse.upsert_findings([finding(2, repository={"name": "acme/second"})])
+    clock[0] += findings_list.OPTIONS_TTL - 1
+    assert findings_list.options(warehouse)["repository"] == ["acme/first"]  # reused within its time
+    clock[0] += 2
+    assert findings_list.options(warehouse)["repository"] == ["acme/first", "acme/second"]
+
+
 def test_touched_selects_exactly_what_a_run_triaged_or_ticketed(warehouse: Warehouse) -> None:
     warehouse.upsert_findings([finding(i) for i in range(1, 8)] + [finding(i, "sca") for i in range(1, 4)])
     warehouse.record_triage_action(run_id="run-a", dag_id="autotriage_triage", issue_type="sast", dry_run=False,
@@ -574,6 +586,37 @@ def test_without_airflows_runs_activity_lists_the_warehouses(warehouse: Warehous
     assert at == sorted(at, reverse=True)
 
 
+def test_a_policy_run_that_applied_rule_changes_changed_something(warehouse: Warehouse) -> None:
+    change = warehouse.record_policy_change
+    change(run_id="tuned", policy_id="p1", rule_path="r/a", previous_mode="monitor", new_mode="block", status="applied")
+    change(run_id="tuned", policy_id="p1", rule_path="r/b", previous_mode="monitor", new_mode="block", status="failed")
+    change(run_id="refused", policy_id="p1", rule_path="r/c", previous_mode="monitor", new_mode="block",
+           status="failed")
+    runs = [airflow_run("tuned", "policy_tuning"), airflow_run("refused", "policy_tuning"),
+            airflow_run("quiet", "policy_tuning")]
+    body = client(warehouse, runs=lambda defaults, dag_id=None: runs).get("/api/activity").json()
+    by_id = {r["run_id"]: r for r in body["runs"]}
+    assert (by_id["tuned"]["rules_changed"], by_id["tuned"]["rule_changes_failed"]) == (1, 1)
+    assert {r: by_id[r]["outcome"] for r in by_id} == {"tuned": "changed something", "refused": "failed",
+                                                       "quiet": "changed nothing"}
+
+
+@pytest.mark.parametrize(("dag_id", "pipeline", "writes"), [
+    ("ticket_creation", True, True), ("findings_extraction", True, False), ("someone_elses_dag", False, False)])
+def test_a_dags_activity_says_whether_it_is_the_pipelines_and_writes(warehouse: Warehouse, dag_id: str,
+                                                                      pipeline: bool, writes: bool) -> None:
+    asked: list[str | None] = []
+
+    def airflow_runs(defaults: dict[str, bool], dag_id: str | None = None) -> list[dict[str, Any]]:
+        asked.append(dag_id)
+        return []
+
+    body = client(warehouse, runs=airflow_runs).get("/api/activity", params={"dag_id": dag_id}).json()
+    assert asked == [dag_id]
+    assert body["dag"] == {"dag_id": dag_id, "pipeline": pipeline, "writes": writes}
+    assert client(warehouse, runs=airflow_runs).get("/api/activity").json()["dag"] is None
+
+
 def test_run_detail_says_what_a_run_did_and_whether_it_was_a_dry_run(warehouse: Warehouse) -> None:
     seed_runs(warehouse)
     warehouse.record_policy_change(run_id="busy", policy_id="p1", rule_path="rules/sqli", previous_mode="MODE_MONITOR",
@@ -616,6 +659,16 @@ def test_reports_are_served_newest_first(warehouse: Warehouse) -> None:
         ("findings_summary", "Summary"), ("policy_tuning", "Policy tuning 2"), ("policy_tuning", "Policy tuning")]
     assert web.get("/api/policies").json()["report"]["title"] == "Policy tuning 2"
     assert web.get("/api/inventory").json()["report"] is None
+
+
+def test_a_report_follows_airflows_dark_mode_when_asked(warehouse: Warehouse) -> None:
+    from findings_provider.dashboard.app import DARK_REPORT_STYLE
+
+    warehouse.save_report("findings_summary", "Summary", "<html><head><title>S</title></head><body>x</body></html>")
+    web = client(warehouse)
+    dark = web.get("/reports/findings_summary", params={"theme": "dark"}).text
+    assert dark == f"<html><head><title>S</title>{DARK_REPORT_STYLE}</head><body>x</body></html>"
+    assert DARK_REPORT_STYLE not in web.get("/reports/findings_summary").text
 
 
 SECRET = "acme/secret-repo"
@@ -689,3 +742,29 @@ def test_the_dashboards_address_follows_airflows_base_url(monkeypatch: pytest.Mo
     assert links.bundle_path() == f"{links.URL_PREFIX}/static/{BUNDLE}"
     with pytest.raises(ValueError, match="page = 'nope'"):
         links.dashboard_url("nope")
+
+
+@pytest.mark.parametrize(("dag_id", "sections"), [
+    ("autotriage_triage", ["triage"]), ("ticket_creation", ["tickets"]), ("policy_tuning", ["rules"]),
+    ("findings_extraction", []), ("", ["triage", "tickets", "rules"])])
+def test_a_runs_view_has_the_sections_of_what_its_dag_writes(warehouse: Warehouse, dag_id: str,
+                                                             sections: list[str]) -> None:
+    body = client(warehouse).get("/api/run", params={"run_id": "r", "dag_id": dag_id}).json()
+    assert body["sections"] == sections
+
+
+def test_the_trend_follows_each_new_snapshot_of_the_day(warehouse: Warehouse) -> None:
+    """The trend is kept in memory until a snapshot is written: a second extraction the same day shows at once."""
+    from datetime import date as day_type
+
+    from findings_provider.dashboard import views
+
+    today = day_type(2026, 3, 1)
+    warehouse.upsert_findings([finding(i, severity="critical") for i in range(1, 4)])
+    warehouse.take_snapshot(today)
+    first = views.trend(warehouse)
+    assert (first["days"], first["series"]["critical"]) == (["2026-03-01"], [3])
+    assert views.trend(warehouse) == first
+    warehouse.upsert_findings([finding(i, severity="critical") for i in range(4, 6)])
+    warehouse.take_snapshot(today)
+    assert views.trend(warehouse)["series"]["critical"] == [5]

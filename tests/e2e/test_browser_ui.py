@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from findings_provider.names import PIPELINE_DAGS
@@ -254,3 +255,49 @@ def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_s
     refused = httpx.get(f"{e2e_stack.api_url}/findings-dashboard/api/findings", timeout=30)  # no cookie, no token
     assert refused.status_code == 401
     assert "critical" not in refused.text
+
+
+def test_the_dashboards_widget_dag_tab_and_run_tab_show_that_data(browser_page: Any, e2e_stack: Stack,
+                                                                   pipeline: PipelineResult) -> None:
+    """Airflow's home page carries the widget (its open criticals equal SQL and link to the list that reproduces
+    them); ticket_creation's "Findings of this DAG" tab lists its runs with the tickets each created (SQL); the
+    manual triage run's "What this run did" tab shows the findings it triaged, and its link lists exactly them."""
+    from playwright.sync_api import expect
+
+    from .helpers import rows, scalar, warehouse_engine
+
+    page = browser_page
+    engine = warehouse_engine(e2e_stack)
+    try:
+        critical = scalar(engine, OPEN_CRITICAL_SQL)
+        [triage] = rows(engine, "SELECT run_id, SUM(num_triaged) AS n FROM triage_actions WHERE status = "
+                                "'succeeded' GROUP BY run_id ORDER BY n DESC LIMIT 1")
+        [ticket] = rows(engine, "SELECT run_id, COUNT(DISTINCT ticket_id) AS n FROM ticket_actions WHERE outcome = "
+                                "'succeeded' GROUP BY run_id ORDER BY n DESC LIMIT 1")
+    finally:
+        engine.dispose()
+    (triage_run, triaged), (ticket_run, tickets) = (triage["run_id"], triage["n"]), (ticket["run_id"], ticket["n"])
+    assert triaged > 0  # the session's pipeline triaged and ticketed (tests/e2e/test_pipeline.py)
+    assert tickets > 0
+
+    page.goto(f"{e2e_stack.ui_url}/")
+    widget = page.get_by_text("Open critical", exact=True).locator("xpath=..")
+    expect(widget).to_contain_text(f"{critical:,}", timeout=TIMEOUT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "08-home-widget.png"), full_page=True)
+    widget.locator("a").first.click()
+    page.wait_for_url(re.compile(r"/plugin/findings\?view=findings"), timeout=TIMEOUT_MS)
+    expect(page.get_by_test_id("findings-total")).to_contain_text(f"of {critical:,} findings", timeout=TIMEOUT_MS)
+
+    page.goto(f"{e2e_stack.ui_url}/dags/ticket_creation/plugin/findings-dag")
+    row = page.get_by_test_id("findings-dag").locator("tr", has_text=ticket_run)
+    expect(row).to_have_count(1, timeout=TIMEOUT_MS)
+    expect(row.locator("td").nth(6)).to_have_text(f"{tickets:,}")  # the Tickets column
+    page.screenshot(path=str(SCREENSHOTS / "09-dag-tab.png"), full_page=True)
+
+    page.goto(f"{e2e_stack.ui_url}/dags/autotriage_triage/runs/{quote(triage_run, safe='')}/plugin/findings-run")
+    link = page.get_by_role("link", name="Findings it triaged")
+    expect(link).to_be_visible(timeout=TIMEOUT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "10-run-tab.png"), full_page=True)
+    link.click()
+    page.wait_for_url(re.compile(r"touched=triage"), timeout=TIMEOUT_MS)
+    expect(page.get_by_test_id("findings-total")).to_contain_text(f"of {triaged:,} findings", timeout=TIMEOUT_MS)

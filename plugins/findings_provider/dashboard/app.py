@@ -24,9 +24,16 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from findings_provider.config import PipelineConfig, load_pipeline_config
 from findings_provider.dashboard import airflow_state, views
 from findings_provider.dashboard.findings_list import ListSettings, findings_csv, findings_page
+from findings_provider.names import APPROVAL_DAGS
 from findings_provider.programme import FindingFilter
 from findings_provider.warehouse import Warehouse
 
+#: What a stored report is shown with when Airflow's UI is in dark mode (``?theme=dark``): the report's own
+#: light styles overridden, its PNG charts kept on white.
+DARK_REPORT_STYLE = (
+    "<style>body{background:#18181b;color:#e4e4e7}th{background:#27272a}td,th{border-color:#3f3f46}"
+    "a{color:#93c5fd}img{background:#fff;padding:4px;border-radius:4px}</style>"
+)
 #: The React app's bundle (an ES module using Airflow's React and Chakra UI), served at ``/static/<name>``.
 BUNDLE = "findings-dashboard.js"
 
@@ -66,8 +73,7 @@ def _settings(config: PipelineConfig) -> ListSettings:
 
 
 def _dry_run_defaults(config: PipelineConfig) -> dict[str, bool]:
-    return {"autotriage_triage": config.autotriage_triage.dry_run, "ticket_creation": config.ticket_creation.dry_run,
-            "policy_tuning": config.policy_tuning.dry_run}
+    return {dag_id: getattr(config, dag_id).dry_run for dag_id in APPROVAL_DAGS}
 
 
 def _int(params: Any, name: str, default: int | None) -> int | None:
@@ -145,7 +151,8 @@ def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default
 
     @app.get("/api/activity", dependencies=guard)
     async def activity(dag_id: str = "") -> Any:
-        return await view(lambda w, c, now: views.activity(w, state.runs(_dry_run_defaults(c), dag_id=dag_id or None)))
+        return await view(lambda w, c, now: views.activity(
+            w, state.runs(_dry_run_defaults(c), dag_id=dag_id or None), dag_id=dag_id or None))
 
     @app.get("/api/run", dependencies=guard)
     async def run(run_id: str, dag_id: str = "") -> Any:
@@ -164,13 +171,16 @@ def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default
         return await view(lambda w, c, now: views.report_list(w))
 
     @app.get("/reports/{kind}", dependencies=guard, response_class=HTMLResponse)
-    async def report(kind: str, run_id: str | None = None) -> HTMLResponse:
+    async def report(kind: str, run_id: str | None = None, theme: str = "") -> HTMLResponse:
         warehouse, _ = sources()
         stored = await run_in_threadpool(warehouse.latest_report, kind, run_id=run_id or None)
         if stored is None:
             raise HTTPException(status_code=404, detail=f"no stored report {kind!r}"
                                 + (f" of run {run_id!r}" if run_id else ""))
-        return HTMLResponse(str(stored.html))
+        page = str(stored.html)
+        if theme == "dark":
+            page = page.replace("</head>", DARK_REPORT_STYLE + "</head>", 1)
+        return HTMLResponse(page)
 
     @app.get(f"/static/{BUNDLE}")
     async def bundle() -> Response:

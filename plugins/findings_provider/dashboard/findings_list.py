@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
 
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
@@ -111,9 +112,25 @@ def _statement(warehouse: Warehouse, selection: FindingFilter, settings: ListSet
     return select(*_SELECTED).where(*where).order_by(*order), where
 
 
+#: Seconds the filters' choice lists are reused for (reading them scans three indexes of ``findings``).
+OPTIONS_TTL = 60.0
+_options_cache: dict[tuple[int, str], tuple[float, dict[str, list[str]]]] = {}
+
+
 def options(warehouse: Warehouse) -> dict[str, list[str]]:
     """The values present, for the filters' choice lists: issue types, severities (most severe first) and
-    statuses; and up to ``SUGGESTIONS`` repository and rule names (suggestions for the part-of-a-name filters)."""
+    statuses; and up to ``SUGGESTIONS`` repository and rule names (suggestions for the part-of-a-name filters).
+    Read at most once per ``OPTIONS_TTL`` seconds per warehouse."""
+    key = (id(warehouse.engine), str(warehouse.engine.url))
+    cached = _options_cache.get(key)
+    if cached is not None and time.monotonic() - cached[0] < OPTIONS_TTL:
+        return cached[1]
+    found = _read_options(warehouse)
+    _options_cache[key] = (time.monotonic(), found)
+    return found
+
+
+def _read_options(warehouse: Warehouse) -> dict[str, list[str]]:
     with warehouse.engine.connect() as conn:
         combos = conn.execute(select(findings.c.issue_type, findings.c.status, findings.c.severity).distinct()).all()
         repositories = [r for (r,) in conn.execute(select(findings.c.repository_name).distinct().where(
@@ -141,10 +158,18 @@ def findings_page(warehouse: Warehouse, selection: FindingFilter, settings: List
     size = settings.page_size if limit is None else limit
     if not 1 <= size <= 1000:
         raise ValueError(f"limit = {size}: expected 1 to 1000")
-    stmt, where = _statement(warehouse, selection, settings, now, sort, descending)
+    touched = touched_by(warehouse, selection.run_id, selection.touched) if selection.touched else None
+    where = selection.where(settings.targets, now, touched)
+    order = programme.order_by(sort, descending, settings.targets, warehouse.engine.dialect.name)
+    # the page's keys first, sorted on the key and sort columns alone; then its rows (with their 2-3 KB ``raw``)
+    # for those keys only: the sort never carries ``raw``
+    keys = select(findings.c.issue_type, findings.c.id).where(*where).order_by(*order).offset(offset).limit(
+        size).subquery()
+    page_rows = select(*_SELECTED).join(keys, and_(keys.c.issue_type == findings.c.issue_type,
+                                                   keys.c.id == findings.c.id)).order_by(*order)
     with warehouse.engine.connect() as conn:
         total = int(conn.execute(select(func.count()).select_from(findings).where(*where)).scalar_one())
-        rows = conn.execute(stmt.offset(offset).limit(size)).all()
+        rows = conn.execute(page_rows).all()
     return {
         "total": total, "offset": offset, "limit": size, "sort": sort, "descending": descending,
         "filter": selection.query(), "rows": [_row(r, settings, now) for r in rows], "options": options(warehouse),

@@ -17,6 +17,7 @@ from sqlalchemy import case, func, select
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, ScanStatus
 from findings_provider.metrics import policy_changes_made
+from findings_provider.names import APPROVAL_DAGS, PIPELINE_DAGS
 from findings_provider.pipeline.summary import LATEST_METRICS_KEY
 from findings_provider.programme import MEASURES, FindingFilter
 from findings_provider.text import http_url
@@ -26,6 +27,7 @@ from findings_provider.warehouse.schema import (
     dependency_repositories,
     finding_snapshots,
     findings,
+    policy_changes,
     reports,
     scans,
     ticket_actions,
@@ -36,6 +38,9 @@ from findings_provider.warehouse.schema import (
 TREND_DAYS = 90
 #: Below this many days of history the overview says that history is short.
 SHORT_HISTORY_DAYS = 7
+#: Trends kept in memory (one per repository asked for, and the whole programme's), each until a new snapshot.
+TRENDS_KEPT = 256
+_trends: dict[tuple[Any, ...], dict[str, Any]] = {}
 #: Newest scans listed.
 SCANS_LISTED = 200
 #: Runs listed on the activity page.
@@ -82,6 +87,11 @@ def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND
         latest = conn.execute(select(func.max(s.day))).scalar()
         rows: Any = []
         if latest is not None:  # the last ``days`` calendar days up to the newest snapshot, from the trend index
+            # history changes only when an extraction writes its day's snapshot: the same snapshot, the same trend
+            written = conn.execute(select(func.max(s.created_at)).where(s.day == latest)).scalar()
+            key = (id(warehouse.engine), str(warehouse.engine.url), repository, days, latest, str(written))
+            if key in _trends:
+                return _trends[key]
             start = (date.fromisoformat(latest) - timedelta(days=days - 1)).isoformat()
             rows = conn.execute(select(s.day, s.severity, func.sum(s["count"])).where(s.day >= start, *where)
                                 .group_by(s.day, s.severity)).all()
@@ -91,9 +101,14 @@ def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND
         per_day[day][severity or "unknown"] = int(n)
     severities = [x for x in SEVERITY_ORDER if any(x in v for v in per_day.values())] + sorted(
         {x for v in per_day.values() for x in v} - set(SEVERITY_ORDER))
-    return {"days": recent, "severities": severities,
-            "series": {x: [per_day[d].get(x, 0) for d in recent] for x in severities},
-            "short": len(recent) < SHORT_HISTORY_DAYS}
+    result = {"days": recent, "severities": severities,
+              "series": {x: [per_day[d].get(x, 0) for d in recent] for x in severities},
+              "short": len(recent) < SHORT_HISTORY_DAYS}
+    if latest is not None:
+        while len(_trends) >= TRENDS_KEPT:
+            _trends.pop(next(iter(_trends)))
+        _trends[key] = result
+    return result
 
 
 def failed_scans(conn: Any, now: datetime, repository_id: str | None = None) -> int:
@@ -221,10 +236,11 @@ def scan_list(warehouse: Warehouse, status: str = "", repository_ids: Sequence[s
     return {"total": total, "listed": len(out), "status": status, "scans": out}
 
 
-#: The DAG whose runs write ``ticket_actions`` (the table has no DAG column; a run id alone is not unique: two
-#: DAGs' scheduled runs of one day share it).
-TICKET_DAG = "ticket_creation"
-TRIAGE_DAG = "autotriage_triage"
+#: The DAGs that write to the service: triage (``triage_actions``), tickets (``ticket_actions``, which has no DAG
+#: column; a run id alone is not unique: two DAGs' scheduled runs of one day share it) and rule modes.
+TRIAGE_DAG, TICKET_DAG, POLICY_DAG = APPROVAL_DAGS
+#: What each writing DAG's run can have written (the sections of a run's view).
+RUN_SECTIONS = {TRIAGE_DAG: ("triage",), TICKET_DAG: ("tickets",), POLICY_DAG: ("rules",)}
 
 
 def _warehouse_runs(conn: Any) -> dict[tuple[str, str], dict[str, Any]]:
@@ -252,13 +268,21 @@ def _warehouse_runs(conn: Any) -> dict[tuple[str, str], dict[str, Any]]:
                       "ticket_findings_failed": int(failed or 0)})
         if planned and not created:
             entry["dry_run"] = True
+    p = policy_changes.c
+    for run_id, at, applied, failed in conn.execute(select(
+            p.run_id, func.min(p.created_at), func.sum(case((p.status == "applied", 1), else_=0)),
+            func.sum(case((p.status == "failed", 1), else_=0))).group_by(p.run_id)):
+        entry = out.setdefault((POLICY_DAG, run_id or ""), {"run_id": run_id, "dag_id": POLICY_DAG, "at": _iso(at)})
+        entry.update({"rules_changed": int(applied or 0), "rule_changes_failed": int(failed or 0)})
     return out
 
 
-def activity(warehouse: Warehouse, airflow_runs: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-    """Every run of the writing DAGs, newest first: Airflow's runs (``airflow_runs``: dag_id, run_id, state,
-    start_date, dry_run) with what each wrote, dry runs and runs that changed nothing included and labelled;
-    without Airflow's runs (None), the runs the warehouse knows of."""
+def activity(warehouse: Warehouse, airflow_runs: Sequence[Mapping[str, Any]] | None,
+             dag_id: str | None = None) -> dict[str, Any]:
+    """Every run of the writing DAGs (or of ``dag_id``), newest first: Airflow's runs (``airflow_runs``: dag_id,
+    run_id, state, start_date, dry_run) with what each wrote, dry runs and runs that changed nothing included and
+    labelled; without Airflow's runs (None), the runs the warehouse knows of. With ``dag_id``, also whether it is
+    one of the pipeline's DAGs and whether it writes to the service."""
     with warehouse.engine.connect() as conn:
         known = _warehouse_runs(conn)
     rows: list[dict[str, Any]] = []
@@ -268,12 +292,16 @@ def activity(warehouse: Warehouse, airflow_runs: Sequence[Mapping[str, Any]] | N
                      "dry_run": bool(run.get("dry_run") or written.get("dry_run"))})
     if airflow_runs is None:
         rows += sorted(known.values(), key=lambda r: r.get("at") or "", reverse=True)
+    if airflow_runs is None and dag_id:
+        rows = [r for r in rows if r.get("dag_id") == dag_id]
     for row in rows:
-        wrote = row.get("triaged", 0) + row.get("tickets_created", 0)
+        wrote = row.get("triaged", 0) + row.get("tickets_created", 0) + row.get("rules_changed", 0)
+        failed = row.get("triage_failed") or row.get("ticket_findings_failed") or row.get("rule_changes_failed")
         row["outcome"] = ("dry run" if row["dry_run"] else "changed something" if wrote else
-                          "failed" if row.get("triage_failed") or row.get("ticket_findings_failed") else
-                          "changed nothing")
-    return {"airflow": airflow_runs is not None, "runs": rows[:RUNS_LISTED]}
+                          "failed" if failed else "changed nothing")
+    dag = None if not dag_id else {"dag_id": dag_id, "pipeline": dag_id in PIPELINE_DAGS,
+                                   "writes": dag_id in APPROVAL_DAGS}
+    return {"airflow": airflow_runs is not None, "dag": dag, "runs": rows[:RUNS_LISTED]}
 
 
 def run_detail(warehouse: Warehouse, run_id: str, dag_id: str | None = None) -> dict[str, Any]:
@@ -294,11 +322,12 @@ def run_detail(warehouse: Warehouse, run_id: str, dag_id: str | None = None) -> 
     for row in tickets:
         row["ticket_url"] = http_url(row["ticket_url"])
     changes = policy_changes_made(warehouse, run_id=run_id)
-    if dag_id and dag_id != "policy_tuning":
+    if dag_id and dag_id != POLICY_DAG:
         changes = changes.iloc[0:0]
     dry = any(r["dry_run"] for r in triage) or any(r["outcome"] == "planned" for r in tickets)
     return {
         "run_id": run_id, "dag_id": dag_id, "dry_run": dry, "triage": triage, "tickets": tickets,
+        "sections": list(RUN_SECTIONS.get(dag_id, ())) if dag_id else ["triage", "tickets", "rules"],
         "policy_changes": orjson.loads(changes.to_json(orient="records", date_format="iso")) if len(changes) else [],
         "triaged_query": FindingFilter(run_id=run_id, touched="triage").query(),
         "ticketed_query": FindingFilter(run_id=run_id, touched="ticket").query(),
@@ -309,7 +338,7 @@ def policies(warehouse: Warehouse) -> dict[str, Any]:
     """The rule mode changes sent after approval, and the latest policy tuning report."""
     changes = policy_changes_made(warehouse)
     return {"changes": orjson.loads(changes.to_json(orient="records", date_format="iso")) if len(changes) else [],
-            "report": latest_report(warehouse, "policy_tuning")}
+            "report": latest_report(warehouse, POLICY_DAG)}
 
 
 def inventory(warehouse: Warehouse) -> dict[str, Any]:

@@ -477,7 +477,9 @@ function RunsTable({ runs }) {
       h(Count, { value: r.triaged || 0, query: r.triaged ? { run_id: r.run_id, touched: "triage" } : null }) },
     { title: "Tickets", numeric: true, render: (r) => r.dry_run && r.ticket_findings_planned ?
       `${num(r.ticket_findings_planned)} findings planned` : num(r.tickets_created || 0) },
-    { title: "Failed", numeric: true, render: (r) => num((r.triage_failed || 0) + (r.ticket_findings_failed || 0)) },
+    { title: "Rules changed", numeric: true, render: (r) => num(r.rules_changed || 0) },
+    { title: "Failed", numeric: true, render: (r) => num((r.triage_failed || 0) + (r.ticket_findings_failed || 0) +
+      (r.rule_changes_failed || 0)) },
     { title: "", render: (r) => h(InLink, { to: viewPath("run", { run_id: r.run_id, dag_id: r.dag_id || "" }) }, "Details") },
   ] });
 }
@@ -495,26 +497,31 @@ function Activity({ dagId }) {
 function RunView({ runId, dagId }) {
   useTitle(`Run ${runId}`);
   const state = useApi("api/run", { run_id: runId, dag_id: dagId || "" });
-  return h(Loading, { state }, (d) => h(UI.Box, null,
+  return h(Loading, { state }, (d) => d.sections.length === 0 ? h(UI.Box, null,
+    h(Muted, null, `${d.dag_id} does not triage, ticket or change rules: what it stored is on the dashboard's pages.`),
+    h(InLink, { to: NAV_PATH }, "Open the findings dashboard")) : h(UI.Box, null,
     d.dry_run ? h(UI.Alert.Root, { status: "warning", mb: 3 }, h(UI.Alert.Indicator, null),
       h(UI.Alert.Content, null, h(UI.Alert.Title, null, "Dry run"),
         h(UI.Alert.Description, null, "Nothing was sent to the service. Below is what this run would have done."))) : null,
     h(UI.HStack, { gap: 4, wrap: "wrap" },
-      h(InLink, { to: findingsPath(d.triaged_query) }, d.dry_run ? "Findings it would have triaged" : "Findings it triaged"),
-      h(InLink, { to: findingsPath(d.ticketed_query) }, d.dry_run ? "Findings it would have ticketed" : "Findings it ticketed")),
-    h(Section, { title: "Triage requests" }, h(DataTable, { rows: d.triage, empty: "This run sent no triage request.", columns: [
+      d.sections.includes("triage") ? h(InLink, { to: findingsPath(d.triaged_query) },
+        d.dry_run ? "Findings it would have triaged" : "Findings it triaged") : null,
+      d.sections.includes("tickets") ? h(InLink, { to: findingsPath(d.ticketed_query) },
+        d.dry_run ? "Findings it would have ticketed" : "Findings it ticketed") : null),
+    !d.sections.includes("triage") ? null : h(Section, { title: "Triage requests" }, h(DataTable, { rows: d.triage, empty: "This run sent no triage request.", columns: [
       { title: "Type", key: "issue_type" },
       { title: "Status", render: (r) => words(r.status) },
       { title: "Findings", numeric: true, render: (r) => num(r.num_triaged) },
       { title: "Error", key: "error" },
       { title: "At", render: (r) => when(r.created_at) },
     ] })),
-    h(Section, { title: "Tickets" }, h(DataTable, { rows: d.tickets, empty: "This run created no ticket.", columns: [
+    !d.sections.includes("tickets") ? null : h(Section, { title: "Tickets" }, h(DataTable, { rows: d.tickets, empty: "This run created no ticket.", columns: [
       { title: "Ticket", render: (r) => r.ticket_id == null ? "-" : h(OutLink, { href: r.ticket_url }, r.external_slug || `#${r.ticket_id}`) },
       { title: "Outcome", render: (r) => words(r.outcome) },
       { title: "Findings", numeric: true, render: (r) => num(r.findings) },
     ] })),
-    h(Section, { title: "Rule mode changes" }, h(PolicyTable, { rows: d.policy_changes }))));
+    !d.sections.includes("rules") ? null : h(Section, { title: "Rule mode changes" },
+      h(PolicyTable, { rows: d.policy_changes }))));
 }
 
 function PolicyTable({ rows }) {
@@ -574,8 +581,9 @@ function Reports({ params }) {
         { title: "Written", render: (r) => when(r.created_at) },
       ] }),
       shown ? h(UI.Box, { as: "iframe", title: "report", mt: 4, width: "100%", height: "80vh", borderWidth: "1px",
-        borderColor: "border", borderRadius: "md", bg: "white",
-        src: apiBase() + `reports/${encodeURIComponent(shown)}` + (runId ? `?run_id=${encodeURIComponent(runId)}` : "") }) : null);
+        borderColor: "border", borderRadius: "md",
+        src: apiUrl(`reports/${encodeURIComponent(shown)}`, { run_id: runId,
+          theme: document.documentElement.classList.contains("dark") ? "dark" : "" }) }) : null);
   });
 }
 
@@ -607,10 +615,26 @@ function FindingsApp() {
     h(Muted, null, `No page named "${view}".`));
 }
 
+//: The dashboard page that shows what a pipeline DAG that does not write to the service keeps up to date.
+const DAG_PAGES = { scan_monitoring: Scans, findings_extraction: Overview, dependency_inventory: Inventory };
+
 function DagFindings({ dagId }) {
-  return h(UI.Box, { p: 2 },
-    h(Muted, null, `Runs of ${dagId}: what each triaged, ticketed or would have (dry runs).`),
-    h(UI.Box, { mt: 2 }, h(Activity, { dagId })));
+  const state = useApi("api/activity", { dag_id: dagId || "" });
+  const [params, setParams] = Router.useSearchParams();
+  return h(UI.Box, { p: 2, "data-testid": "findings-dag" }, h(Loading, { state }, (d) => {
+    if (!d.dag.pipeline) return h(Muted, null, `${dagId} is not one of the findings pipeline's DAGs.`);
+    if (!d.dag.writes) {
+      const Page = DAG_PAGES[dagId];
+      return h(UI.Box, null,
+        h(Muted, null, `${dagId} does not write to the service: below is what it keeps up to date. `,
+          h(InLink, { to: NAV_PATH }, "Open the findings dashboard")),
+        Page ? h(UI.Box, { mt: 3 }, h(Page, { params, setParams })) : null);
+    }
+    return h(UI.Box, null,
+      h(Muted, null, `Runs of ${dagId}, newest first: what each changed in the service, dry runs and runs that ` +
+        "changed nothing included."),
+      h(UI.Box, { mt: 2 }, h(RunsTable, { runs: d.runs })));
+  }));
 }
 
 function RunFindings({ dagId, runId }) {
