@@ -36,7 +36,8 @@ $(LOWEST_STAMP): requirements-lowest.txt pyproject.toml
 
 venv-lowest: $(LOWEST_STAMP)
 
-# Debian's Chromium and ChromeDriver for the browser test (no browser download: this machine has no internet).
+# Debian's Chromium and ChromeDriver for the browser test (no browser download: this machine has no internet), and
+# Node.js for the dashboard bundle's test.
 browser-deps:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
 	  echo "browser-deps: chromium and chromedriver are installed"; \
@@ -45,6 +46,15 @@ browser-deps:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null && \
 	  echo "browser-deps: installed Debian's chromium and chromium-driver"; \
+	fi
+	@# Node.js loads the dashboard's bundle in tests/dashboard/test_bundle.py
+	@if command -v node >/dev/null 2>&1; then \
+	  echo "browser-deps: node is installed"; \
+	else \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null && \
+	  echo "browser-deps: installed Debian's nodejs"; \
 	fi
 
 # Debian's Docker engine, docker-compose and debootstrap for the compose stack test (tests/compose): official
