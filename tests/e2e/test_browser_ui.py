@@ -220,7 +220,7 @@ def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_s
             page.goto(f"{e2e_stack.ui_url}/plugin/findings" + (f"?view={view}" if view else ""))
             expect(app).to_be_visible(timeout=TIMEOUT_MS)
             expect(app.locator("[aria-current=page]")).to_have_count(1, timeout=TIMEOUT_MS)
-            page.wait_for_load_state("networkidle")
+            expect(app.get_by_test_id("findings-loading")).to_have_count(0, timeout=TIMEOUT_MS)  # data shown
             expect(app.get_by_text("could not be read")).to_have_count(0)
             page.screenshot(path=str(SCREENSHOTS / f"06-dashboard-{view or 'overview'}-{mode}.png"), full_page=True)
     set_colour_mode(page, "light")

@@ -156,7 +156,7 @@ function Loading({ state, children }) {
       h(UI.Alert.Content, null, h(UI.Alert.Title, null, "The dashboard's data could not be read"),
         h(UI.Alert.Description, null, state.error)));
   }
-  if (!state.data) return h(UI.Spinner, { size: "sm", my: 4 });
+  if (!state.data) return h(UI.Spinner, { size: "sm", my: 4, "data-testid": "findings-loading" });
   return children(state.data);
 }
 
