@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, case, func, or_, select
 
+from findings_provider import programme
 from findings_provider.client import ScanStatus
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus
 from findings_provider.warehouse import Warehouse
@@ -160,9 +161,8 @@ def sla_breaches(warehouse: Warehouse, targets: Mapping[str, int], now: datetime
     now = now or datetime.now(timezone.utc)
     summary_rows, listed = [], []
     for severity, target in targets.items():
-        deadline = now - timedelta(days=target)
-        of_severity = and_(findings.c.severity == severity, findings.c.status.in_(OPEN_STATUSES))
-        late = and_(of_severity, findings.c.relevant_since < deadline)
+        of_severity = and_(findings.c.severity == severity, programme.is_open())
+        late = and_(findings.c.severity == severity, programme.is_overdue(targets, now))
         counts = select(func.count(), func.sum(case((late, 1), else_=0))).where(of_severity)
         with warehouse.engine.connect() as conn:
             total, breaching = conn.execute(counts).one()

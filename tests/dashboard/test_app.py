@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from findings_provider.client.vocabulary import SEVERITY_ORDER
 from findings_provider.config import PipelineConfig
-from findings_provider.dashboard import findings_list, links
+from findings_provider.dashboard import findings_list, links, memo
 from findings_provider.dashboard.app import BUNDLE, AirflowState, create_app
 from findings_provider.dashboard.findings_list import COLUMNS
 from findings_provider.dashboard.views import SCAN_STATUS_LABELS
@@ -370,7 +370,7 @@ def test_options_list_the_values_present(warehouse: Warehouse) -> None:
 
 def test_options_are_read_again_once_their_time_is_up(warehouse: Warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(findings_list.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(memo.time, "monotonic", lambda: clock[0])
     warehouse.upsert_findings([finding(1, repository={"name": "acme/first"})])
     assert findings_list.options(warehouse)["repository"] == ["acme/first"]
     warehouse.upsert_findings([finding(2, repository={"name": "acme/second"})])

@@ -3,11 +3,11 @@ breaches."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 import pytest
-from findings_provider import metrics
+from findings_provider import metrics, programme
 from findings_provider.pipeline.summary import ALERTS_CHECKED_KEY, programme_alerts
 from findings_provider.warehouse import TicketAction, Warehouse
 from findings_provider.warehouse.schema import finding_events
@@ -102,11 +102,18 @@ def test_alerts_name_new_critical_findings_and_new_breaches_once(warehouse: Ware
 
     warehouse.upsert_findings([finding(2, severity="critical", relevant_since="2026-03-01T06:00:00Z",
                                        repository={"name": "acme/web"}, rule_name="sqli")])
-    later = datetime(2026, 3, 4, tzinfo=timezone.utc)  # finding 1 passes its 7 days on 2026-03-04 00:00
-    alerts = {a.kind: a for a in programme_alerts(warehouse, targets, later, link="http://airflow/dash")}
-    assert set(alerts) == {"new_critical", "sla_breach"}
+    at_target = datetime(2026, 3, 4, tzinfo=timezone.utc)  # finding 1 is exactly 7 days old: not past its target
+    alerts = {a.kind: a for a in programme_alerts(warehouse, targets, at_target, link="http://airflow/dash")}
+    assert set(alerts) == {"new_critical"}
     assert alerts["new_critical"].subject.startswith("1 new critical finding(s)")
     assert "sast 2 in acme/web: sqli" in alerts["new_critical"].body
+    with warehouse.engine.connect() as conn:  # the dashboard's "past target" agrees at the boundary, and after it
+        overdue = programme.FindingFilter(measure="overdue")
+        assert programme.count(conn, overdue, targets, at_target) == 0
+        later = at_target + timedelta(minutes=1)
+        assert programme.count(conn, overdue, targets, later) == 1
+    alerts = {a.kind: a for a in programme_alerts(warehouse, targets, later, link="http://airflow/dash")}
+    assert set(alerts) == {"sla_breach"}
     assert "sast 1 " in alerts["sla_breach"].body
     assert "sast 2" not in alerts["sla_breach"].body
     assert alerts["sla_breach"].link == "http://airflow/dash"

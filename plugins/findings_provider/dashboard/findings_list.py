@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,7 @@ from sqlalchemy import and_, func, select
 
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
+from findings_provider.dashboard.memo import Memo
 from findings_provider.programme import FindingFilter
 from findings_provider.text import csv_cell, http_url
 from findings_provider.warehouse import Warehouse
@@ -104,30 +104,24 @@ _SELECTED = (findings.c.issue_type, findings.c.id, findings.c.repository_name, f
              findings.c.relevant_since, findings.c.raw)
 
 
-def _statement(warehouse: Warehouse, selection: FindingFilter, settings: ListSettings, now: datetime, sort: str,
-               descending: bool) -> tuple[Any, list[Any]]:
+def _where_and_order(warehouse: Warehouse, selection: FindingFilter, settings: ListSettings, now: datetime,
+                     sort: str, descending: bool) -> tuple[list[Any], list[Any]]:
+    """The selection's conditions (a run's ``touched`` findings read first) and the ORDER BY of ``sort``."""
     touched = touched_by(warehouse, selection.run_id, selection.touched) if selection.touched else None
     where = selection.where(settings.targets, now, touched)
-    order = programme.order_by(sort, descending, settings.targets, warehouse.engine.dialect.name)
-    return select(*_SELECTED).where(*where).order_by(*order), where
+    return where, programme.order_by(sort, descending, settings.targets, warehouse.engine.dialect.name)
 
 
 #: Seconds the filters' choice lists are reused for (reading them scans three indexes of ``findings``).
 OPTIONS_TTL = 60.0
-_options_cache: dict[tuple[int, str], tuple[float, dict[str, list[str]]]] = {}
+_options: Memo[dict[str, list[str]]] = Memo(16, ttl=OPTIONS_TTL)
 
 
 def options(warehouse: Warehouse) -> dict[str, list[str]]:
     """The values present, for the filters' choice lists: issue types, severities (most severe first) and
     statuses; and up to ``SUGGESTIONS`` repository and rule names (suggestions for the part-of-a-name filters).
     Read at most once per ``OPTIONS_TTL`` seconds per warehouse."""
-    key = (id(warehouse.engine), str(warehouse.engine.url))
-    cached = _options_cache.get(key)
-    if cached is not None and time.monotonic() - cached[0] < OPTIONS_TTL:
-        return cached[1]
-    found = _read_options(warehouse)
-    _options_cache[key] = (time.monotonic(), found)
-    return found
+    return _options.get(warehouse, (), lambda: _read_options(warehouse))
 
 
 def _read_options(warehouse: Warehouse) -> dict[str, list[str]]:
@@ -158,9 +152,7 @@ def findings_page(warehouse: Warehouse, selection: FindingFilter, settings: List
     size = settings.page_size if limit is None else limit
     if not 1 <= size <= 1000:
         raise ValueError(f"limit = {size}: expected 1 to 1000")
-    touched = touched_by(warehouse, selection.run_id, selection.touched) if selection.touched else None
-    where = selection.where(settings.targets, now, touched)
-    order = programme.order_by(sort, descending, settings.targets, warehouse.engine.dialect.name)
+    where, order = _where_and_order(warehouse, selection, settings, now, sort, descending)
     # the page's keys first, sorted on the key and sort columns alone; then its rows (with their 2-3 KB ``raw``)
     # for those keys only: the sort never carries ``raw``
     keys = select(findings.c.issue_type, findings.c.id).where(*where).order_by(*order).offset(offset).limit(
@@ -181,8 +173,8 @@ def findings_csv(warehouse: Warehouse, selection: FindingFilter, settings: ListS
     """The whole selection as CSV text chunks (a header, then ``CSV_BATCH`` rows a chunk), read through a
     server-side cursor: memory does not grow with the number of findings. Cells a spreadsheet would run as a
     formula are made inert (``text.csv_cell``). A bad ``sort`` raises ValueError here, before the first chunk."""
-    stmt, _ = _statement(warehouse, selection, settings, now, sort, descending)
-    return _csv_chunks(warehouse, stmt, settings, now)
+    where, order = _where_and_order(warehouse, selection, settings, now, sort, descending)
+    return _csv_chunks(warehouse, select(*_SELECTED).where(*where).order_by(*order), settings, now)
 
 
 def _csv_chunks(warehouse: Warehouse, stmt: Any, settings: ListSettings, now: datetime) -> Iterator[str]:

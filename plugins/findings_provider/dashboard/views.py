@@ -16,6 +16,7 @@ from sqlalchemy import case, func, select
 
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, ScanStatus
+from findings_provider.dashboard.memo import Memo
 from findings_provider.metrics import policy_changes_made
 from findings_provider.names import APPROVAL_DAGS, PIPELINE_DAGS
 from findings_provider.pipeline.summary import LATEST_METRICS_KEY
@@ -40,7 +41,7 @@ TREND_DAYS = 90
 SHORT_HISTORY_DAYS = 7
 #: Trends kept in memory (one per repository asked for, and the whole programme's), each until a new snapshot.
 TRENDS_KEPT = 256
-_trends: dict[tuple[Any, ...], dict[str, Any]] = {}
+_trends: Memo[dict[str, Any]] = Memo(TRENDS_KEPT)
 #: Newest scans listed.
 SCANS_LISTED = 200
 #: Runs listed on the activity page.
@@ -78,37 +79,41 @@ def measure_counts(conn: Any, targets: Mapping[str, int], now: datetime,
 
 def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND_DAYS) -> dict[str, Any]:
     """Open findings per snapshot day and severity (the daily snapshots of the extraction) over the last ``days``
-    days, oldest first."""
+    days, oldest first. History changes only when an extraction writes its day's snapshot: the same snapshot, the
+    same trend (kept in :data:`_trends`)."""
     s = finding_snapshots.c
-    where: list[Any] = [s.status.in_(OPEN_STATUSES)]
+    with warehouse.engine.connect() as conn:
+        latest = conn.execute(select(func.max(s.day))).scalar()
+        written = None if latest is None else conn.execute(
+            select(func.max(s.created_at)).where(s.day == latest)).scalar()
+    if latest is None:
+        return _trend_of([])
+    return _trends.get(warehouse, (repository, days, latest, str(written)),
+                       lambda: _trend_of(_trend_rows(warehouse, repository, days, latest)))
+
+
+def _trend_rows(warehouse: Warehouse, repository: str | None, days: int, latest: str) -> list[Any]:
+    """The last ``days`` calendar days up to the newest snapshot, from the trend index."""
+    s = finding_snapshots.c
+    where: list[Any] = [s.status.in_(OPEN_STATUSES), s.day >= (date.fromisoformat(latest) - timedelta(
+        days=days - 1)).isoformat()]
     if repository is not None:
         where.append(s.repository_name == repository)
     with warehouse.engine.connect() as conn:
-        latest = conn.execute(select(func.max(s.day))).scalar()
-        rows: Any = []
-        if latest is not None:  # the last ``days`` calendar days up to the newest snapshot, from the trend index
-            # history changes only when an extraction writes its day's snapshot: the same snapshot, the same trend
-            written = conn.execute(select(func.max(s.created_at)).where(s.day == latest)).scalar()
-            key = (id(warehouse.engine), str(warehouse.engine.url), repository, days, latest, str(written))
-            if key in _trends:
-                return _trends[key]
-            start = (date.fromisoformat(latest) - timedelta(days=days - 1)).isoformat()
-            rows = conn.execute(select(s.day, s.severity, func.sum(s["count"])).where(s.day >= start, *where)
-                                .group_by(s.day, s.severity)).all()
+        return list(conn.execute(select(s.day, s.severity, func.sum(s["count"])).where(*where)
+                                 .group_by(s.day, s.severity)))
+
+
+def _trend_of(rows: list[Any]) -> dict[str, Any]:
     recent = sorted({day for day, _, _ in rows})
     per_day: dict[str, dict[str, int]] = {d: {} for d in recent}
     for day, severity, n in rows:
         per_day[day][severity or "unknown"] = int(n)
     severities = [x for x in SEVERITY_ORDER if any(x in v for v in per_day.values())] + sorted(
         {x for v in per_day.values() for x in v} - set(SEVERITY_ORDER))
-    result = {"days": recent, "severities": severities,
-              "series": {x: [per_day[d].get(x, 0) for d in recent] for x in severities},
-              "short": len(recent) < SHORT_HISTORY_DAYS}
-    if latest is not None:
-        while len(_trends) >= TRENDS_KEPT:
-            _trends.pop(next(iter(_trends)))
-        _trends[key] = result
-    return result
+    return {"days": recent, "severities": severities,
+            "series": {x: [per_day[d].get(x, 0) for d in recent] for x in severities},
+            "short": len(recent) < SHORT_HISTORY_DAYS}
 
 
 def failed_scans(conn: Any, now: datetime, repository_id: str | None = None) -> int:

@@ -4,11 +4,11 @@ about new critical findings and new SLA breaches."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import func, not_, select
 
 from findings_provider import metrics, programme
 from findings_provider.client.timeutil import parse_timestamp
@@ -75,11 +75,8 @@ def programme_alerts(warehouse: Warehouse, fix_days: Mapping[str, int], now: dat
         if new:
             alerts.append(Alert("new_critical", f"{len(new)} new critical finding(s) since {last:%Y-%m-%d %H:%M} UTC",
                                 _listing(new), link))
-        late: list[Any] = []
-        for severity, days in fix_days.items():
-            target = timedelta(days=days)
-            late += _open_where(warehouse, findings.c.severity == str(severity),
-                                findings.c.relevant_since <= now - target, findings.c.relevant_since > last - target)
+        # past the target now and not at the last check: the programme's one definition of "past target"
+        late = _open_where(warehouse, programme.is_overdue(fix_days, now), not_(programme.is_overdue(fix_days, last)))
         if late:
             alerts.append(Alert("sla_breach", f"{len(late)} finding(s) passed their fix-time target since "
                                 f"{last:%Y-%m-%d %H:%M} UTC", _listing(late), link))
