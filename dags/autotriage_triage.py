@@ -67,6 +67,8 @@ with DAG(
         dry_run="{{ params.dry_run }}",
         approval_threshold="{{ params.approval_threshold }}",
         max_findings="{{ params.max_findings }}",
+        policies=CFG.policies,
+        chunk_size=CFG.chunk_size,
         pool="default_pool",
         **CONN,
     )
@@ -77,14 +79,15 @@ with DAG(
     triage = BulkTriageOperator(
         task_id="bulk_triage",
         action_ids=plan.output["action_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
+        policies=CFG.policies,
         trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         **CONN,
     )
     publish = PublishAssetOperator(
         task_id="publish_triage",
-        changed="{{ 0 if params.dry_run else 1 }}",
+        changed=1,
         what="triage run",
-        reason="{{ 'a dry run: nothing was sent to the service' if params.dry_run else 'no new triage run' }}",
+        dry_run="{{ params.dry_run }}",
         asset=TRIAGE,
         trigger_rule=TriggerRule.NONE_FAILED,
         pool="default_pool",

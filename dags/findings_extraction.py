@@ -73,6 +73,10 @@ with DAG(
         task_id="extract_findings",
         issue_types="{{ params.issue_types }}",
         full_refresh="{{ params.full_refresh }}",
+        page_size=CFG.page_size,
+        overlap_minutes=CFG.overlap_minutes,
+        full_refresh_weekday=CFG.full_refresh_weekday,
+        full_refresh_max_age_hours=CFG.full_refresh_max_age_hours,
         **CONN,
     )
     publish = PublishAssetOperator(
@@ -85,6 +89,8 @@ with DAG(
     summary = FindingsSummaryOperator(
         task_id="summarize_findings",
         report_name="findings_summary",
+        fix_days=CONFIG.sla.fix_days,
+        alerts=CONFIG.alerts,
         trigger_rule=TriggerRule.NONE_FAILED,
         pool="default_pool",
         **CONN,

@@ -74,6 +74,7 @@ with DAG(
         task_id="propose_policy_changes",
         warehouse_conn_id=CONFIG.connections.warehouse_conn_id,
         policy_ids=list_rules.output["policy_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
+        thresholds=CFG.rules,
         dry_run="{{ params.dry_run }}",
     )
     check, approve = approval_steps(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow.sdk import DAG
-from findings_provider.config import load_pipeline_config
+from findings_provider.config import load_pipeline_config, projects_file_path
 from findings_provider.dag_defaults import conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
 
@@ -42,6 +42,7 @@ with DAG(
 ) as dag:
     plan = ProjectSettingsPlanOperator(
         task_id="plan_project_settings",
+        projects_file=str(projects_file_path(CONFIG)),
         **conn_ids(CONFIG),
     )
     apply = ApplyProjectSettingsOperator(

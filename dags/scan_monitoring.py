@@ -53,7 +53,8 @@ with DAG(
         ),
     },
 ) as dag:
-    search = SearchScansOperator(task_id="search_scans", lookback_days="{{ params.lookback_days }}", **CONN)
+    search = SearchScansOperator(task_id="search_scans", lookback_days="{{ params.lookback_days }}",
+                                 overlap_minutes=CFG.overlap_minutes, **CONN)
     wait = ScanCompletionSensor.partial(
         task_id="wait_for_scan",
         findings_conn_id=CONFIG.connections.api_conn_id,
@@ -72,7 +73,12 @@ with DAG(
         trigger_rule=TriggerRule.ALL_DONE,
         **CONN,
     )
-    alert = ScanFailureAlertOperator(task_id="alert_failed_scans", scan_ids=refresh.output["failed_ids"], **CONN)  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
+    alert = ScanFailureAlertOperator(
+        task_id="alert_failed_scans",
+        scan_ids=refresh.output["failed_ids"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []
+        alerts=CONFIG.alerts,
+        **CONN,
+    )
     publish = PublishAssetOperator(
         task_id="publish_scans",
         changed=refresh.output["newly_completed"],  # type: ignore[index]  # .output is typed XComArg; it is a PlainXComArg, which has []

@@ -62,6 +62,8 @@ with DAG(
     plan = PlanTicketsOperator(
         task_id="plan_tickets",
         max_tickets="{{ params.max_tickets }}",
+        policies=CFG.policies,
+        group_issues=CFG.group_issues,
         pool="default_pool",
         **CONN,
     )
@@ -73,6 +75,9 @@ with DAG(
         dry_run="{{ params.dry_run }}",
         tracker_project_id="{{ params.tracker_project_id }}",
         max_tickets="{{ params.max_tickets }}",
+        policies=CFG.policies,
+        tickets_per_call=CFG.tickets_per_call,
+        group_issues=CFG.group_issues,
         trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
         **CONN,
     )

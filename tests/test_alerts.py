@@ -12,7 +12,7 @@ import pytest
 import yaml
 from airflow_version import AIRFLOW_3_3
 from findings_provider.alerts import Alert, deliver
-from findings_provider.config import AlertsConfig, ConfigError, load_pipeline_config
+from findings_provider.config import AlertsConfig, ConfigError, PipelineConfig, load_pipeline_config
 from findings_provider.notifications import FindingsAlertNotifier, context_alert
 from smtp_inbox import Mailbox
 
@@ -107,15 +107,25 @@ def test_the_shipped_file_routes_nothing_and_keeps_runs_green() -> None:
     assert shipped.fail_on_alert is False
 
 
-def test_the_failure_callback_mails_the_task_and_its_error(mailbox: Mailbox, monkeypatch, tmp_path) -> None:
+def with_channels(tmp_path, channels: list[dict]) -> PipelineConfig:
+    """The shipped configuration with ``alerts.channels`` set, loaded from a file as a DAG file loads it."""
     data = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
-    data["alerts"] = {"channels": [{"type": "smtp", "to": ["oncall@example.test"]}]}
+    data["alerts"] = {"channels": channels}
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(data))
-    monkeypatch.setenv("FINDINGS_PIPELINE_CONFIG", str(path))
+    return load_pipeline_config(path)
+
+
+def test_the_failure_callback_mails_the_task_and_its_error(mailbox: Mailbox, tmp_path) -> None:
+    from findings_provider.dag_defaults import dag_settings
+
+    cfg = with_channels(tmp_path, [{"type": "smtp", "to": ["oncall@example.test"]}])
+    # the callback every task of a pipeline DAG gets, with the channels of the file the DAG was parsed with
+    (callback,) = dag_settings(cfg, "findings_extraction", schedule=None)["default_args"]["on_failure_callback"]
+    assert isinstance(callback, FindingsAlertNotifier)
     ti = SimpleNamespace(dag_id="findings_extraction", task_id="extract_findings", run_id="manual__1",
                          try_number=4, log_url="http://airflow.test/dags/findings_extraction/runs/manual__1")
-    FindingsAlertNotifier("pipeline_failed").notify({"ti": ti, "exception": ValueError("the warehouse is gone")})
+    callback.notify({"ti": ti, "exception": ValueError("the warehouse is gone")})
     (mail,) = mailbox.wait_for(lambda m: True)
     assert mail.subject == "findings pipeline failed: findings_extraction.extract_findings (manual__1, try 4)"
     assert "ValueError: the warehouse is gone" in mail.text
@@ -134,22 +144,24 @@ def test_an_approval_alert_names_the_request_and_links_to_its_page() -> None:
                                 "http://airflow.test/log"))
 
 
-def test_a_missed_deadline_is_mailed_from_the_callback_airflow_runs(mailbox: Mailbox, monkeypatch, tmp_path) -> None:
-    """The Deadline alert's callback as the triggerer calls it (``callback(**kwargs, context=...)``, awaited)."""
+def test_a_missed_deadline_is_mailed_from_the_callback_airflow_runs(mailbox: Mailbox, tmp_path) -> None:
+    """The Deadline alert's callback as the triggerer calls it (``callback(**kwargs, context=...)``, awaited), with
+    the keyword arguments the DAG's Deadline alert stores (JSON: the metadata database keeps them)."""
     import asyncio
+    import json
 
+    from findings_provider.config import Deadlines
+    from findings_provider.dag_defaults import deadline_for
     from findings_provider.notifications import deadline_missed
 
-    data = yaml.safe_load((ROOT / "include" / "pipeline.yaml").read_text())
-    data["alerts"] = {"channels": [{"type": "smtp", "to": ["oncall@example.test"], "events": ["deadline_missed"]}]}
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(yaml.safe_dump(data))
-    monkeypatch.setenv("FINDINGS_PIPELINE_CONFIG", str(path))
+    cfg = with_channels(tmp_path, [{"type": "smtp", "to": ["oncall@example.test"], "events": ["deadline_missed"]}])
+    cfg.alerts.deadlines = Deadlines(ticket_creation=1440)
+    stored = json.loads(json.dumps(deadline_for(cfg, "ticket_creation").callback.kwargs))
     context = {"dag_run": {"dag_id": "ticket_creation", "dag_run_id": "scheduled__2026-11-24", "state": "running",
                            "queued_at": "2026-11-24T00:00:05Z"},
                "deadline": {"id": "d1", "deadline_time": "2026-11-25T00:00:05Z"}}
     # a string: Airflow stores the result in a text column (a dict crashed the triggerer)
-    assert asyncio.run(deadline_missed(minutes=1440, context=context)) == "sent 1, failed 0, unrouted 0"
+    assert asyncio.run(deadline_missed(**stored, context=context)) == "sent 1, failed 0, unrouted 0"
     (mail,) = mailbox.wait_for(lambda m: True)
     assert mail.subject == "ticket_creation run scheduled__2026-11-24 not finished 1440 minutes after it was queued"
     assert "approval" in mail.text

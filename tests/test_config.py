@@ -107,20 +107,21 @@ def test_a_secrets_policy_selects_on_validation_state_in_either_spelling(tmp_pat
     assert [f.id for f in select_findings(warehouse, "secrets", selector)] == [1, 3]
 
 
-def test_policies_given_to_an_operator_are_validated_and_the_default_is_read_only_without_them() -> None:
-    def no_default() -> list:
-        raise AssertionError("the default was read although policies were given")
-
+def test_policies_given_to_an_operator_are_validated_and_anything_but_a_list_is_refused() -> None:
     given = [{"name": "p", "issue_type": "sca", "select": {"reachability": ["always reachable"]}}]
-    (policy,) = TicketPolicy.coerce_all(given, no_default)
+    (policy,) = TicketPolicy.coerce_all(given)
     assert policy.selector.columns() == {"reachability": ["always_reachable"]}
-    assert TicketPolicy.coerce_all([], no_default) == []
-    assert TicketPolicy.coerce_all([policy], no_default) == [policy]
+    assert TicketPolicy.coerce_all([]) == []
+    assert TicketPolicy.coerce_all([policy]) == [policy]
     shipped = load_pipeline_config().ticket_creation.policies
-    assert TicketPolicy.coerce_all(None, lambda: shipped) == list(shipped)
+    assert TicketPolicy.coerce_all(shipped) == list(shipped)
     with pytest.raises(ValueError, match="select"):
         TriagePolicy.coerce_all([{"name": "q", "issue_type": "sast", "set": {"triage_state": "ignored"},
-                                  "select": {}}], no_default)
+                                  "select": {}}])
+    wrongs: list[Any] = [None, "autotriage-false-positives", given[0]]
+    for wrong in wrongs:
+        with pytest.raises(ConfigError, match=r"^policies = .*: give a list of TicketPolicy"):
+            TicketPolicy.coerce_all(wrong)
 
 
 # --- the shipped file documents every setting ------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Alerts that reach people: failed scans, pipeline failures, approvals waiting, through the channels of
-``alerts`` in ``include/pipeline.yaml``.
+"""Alerts that reach people: failed scans, pipeline failures, approvals waiting, through the channels given (the
+DAG files pass ``alerts`` of ``include/pipeline.yaml``, loaded when the DAG is parsed).
 
 A channel is an SMTP connection (the SMTP provider's hook, which Airflow users already configure for mail) or any
 Airflow notifier class (Slack webhook, ...). An alert no channel takes is logged as a warning that says so: never
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from findings_provider.config import AlertsConfig, NotifierChannel, SmtpChannel, load_pipeline_config
+from findings_provider.config import AlertsConfig, NotifierChannel, SmtpChannel
 from findings_provider.pipeline.alert import Alert
 from findings_provider.text import fill
 
@@ -34,10 +34,23 @@ class Delivery:
         return {"sent": self.sent, "failed": self.failed, "unrouted": self.unrouted}
 
 
-def deliver(alerts: Sequence[Alert], config: AlertsConfig | None = None, context: Any = None,
+def alerts_config(value: AlertsConfig | dict[str, Any] | None) -> AlertsConfig:
+    """``value`` as an :class:`AlertsConfig`: the model itself, its dict (as in pipeline.yaml, or
+    :func:`alerts_kwargs`), or None: no channel (every alert is logged as unrouted)."""
+    if isinstance(value, AlertsConfig):
+        return value
+    return AlertsConfig.model_validate(value or {})
+
+
+def alerts_kwargs(config: AlertsConfig) -> dict[str, Any]:
+    """``config`` as plain JSON values, for an argument Airflow stores (a Deadline callback's ``kwargs``)."""
+    return config.model_dump(mode="json", by_alias=True)
+
+
+def deliver(alerts: Sequence[Alert], config: AlertsConfig | dict[str, Any] | None, context: Any = None,
             logger: logging.Logger | Any = log) -> Delivery:
-    """Send each alert to every channel that takes its kind; log the ones no channel takes."""
-    config = config if config is not None else load_pipeline_config().alerts
+    """Send each alert to every channel of ``config`` that takes its kind; log the ones no channel takes."""
+    config = alerts_config(config)
     done = Delivery()
     for alert in alerts:
         channels = [c for c in config.channels if alert.kind in c.events]

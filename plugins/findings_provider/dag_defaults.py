@@ -16,12 +16,13 @@ from findings_provider.names import (  # noqa: F401
 )
 
 
-def default_args(**overrides: Any) -> dict[str, Any]:
+def default_args(alerts: Any = None, **overrides: Any) -> dict[str, Any]:
     """``default_args`` for a pipeline DAG: every task retries with exponential backoff and uses the API pool.
 
     Task-level retries handle longer outages; the client's own retries handle short ones. Errors no retry can fix
     fail at once (``AirflowFailException``) and skip the remaining retries. A task that fails for good sends a
-    ``pipeline_failed`` alert (``FindingsAlertNotifier``, through the channels of ``alerts`` in pipeline.yaml).
+    ``pipeline_failed`` alert (``FindingsAlertNotifier``) through the channels of ``alerts`` (an ``AlertsConfig``
+    or its dict: ``alerts`` of pipeline.yaml; None: logged as unrouted).
     """
     from findings_provider.notifications import FindingsAlertNotifier
 
@@ -32,7 +33,7 @@ def default_args(**overrides: Any) -> dict[str, Any]:
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=15),
         "pool": API_POOL,
-        "on_failure_callback": [FindingsAlertNotifier("pipeline_failed")],
+        "on_failure_callback": [FindingsAlertNotifier("pipeline_failed", alerts=alerts)],
     }
     args.update(overrides)
     return args
@@ -60,7 +61,7 @@ def dag_settings(config: Any, dag_id: str, *, schedule: str | None, assets: Any 
         "start_date": START_DATE,
         "catchup": False,
         "max_active_runs": 1,
-        "default_args": default_args(pool=config.pool.name),
+        "default_args": default_args(config.alerts, pool=config.pool.name),
         "render_template_as_native_obj": True,
     }
     deadline = deadline_for(config, dag_id)
@@ -79,13 +80,15 @@ def deadline_for(config: Any, dag_id: str) -> Any:
     from airflow.sdk.definitions.callback import AsyncCallback
     from airflow.sdk.definitions.deadline import DeadlineReference
 
+    from findings_provider.alerts import alerts_kwargs
     from findings_provider.compat import deadline_alert
 
     return deadline_alert(
         name=f"{dag_id} not finished {minutes:g} minutes after it was queued",
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
         interval=timedelta(minutes=minutes),
-        callback=AsyncCallback("findings_provider.notifications.deadline_missed", kwargs={"minutes": minutes}),
+        callback=AsyncCallback("findings_provider.notifications.deadline_missed",
+                               kwargs={"minutes": minutes, "alerts": alerts_kwargs(config.alerts)}),
     )
 
 
@@ -154,7 +157,8 @@ def approval_steps(
         defaults="Reject",
         response_timeout=response_timeout,
         pool="default_pool",
-        notifiers=[FindingsAlertNotifier("approval_waiting")],  # someone is told, with a link to the page
+        # someone is told, with a link to the page
+        notifiers=[FindingsAlertNotifier("approval_waiting", alerts=config.alerts)],
         **extra,
     )
     return check, approve

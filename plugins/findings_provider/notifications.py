@@ -14,7 +14,8 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from findings_provider.alerts import Alert, deliver
+from findings_provider.alerts import Alert, alerts_config, deliver
+from findings_provider.config import AlertsConfig
 from findings_provider.names import APPROVAL_DAGS
 from findings_provider.pipeline.scans import ScanAlert
 
@@ -45,8 +46,8 @@ def format_alerts(alerts: list[dict[str, Any]]) -> str:
 
 
 class FindingsAlertNotifier(BaseNotifier):
-    """Sends a programme alert through the channels of ``alerts`` in ``include/pipeline.yaml``
-    (``findings_provider.alerts``): SMTP connections or other Airflow notifiers; none configured, a warning.
+    """Sends a programme alert through the channels of ``alerts`` (``findings_provider.alerts``; the DAG files pass
+    ``alerts`` of ``include/pipeline.yaml``): SMTP connections or other Airflow notifiers; none given, a warning.
 
     ``kind`` says what the context is about:
 
@@ -58,12 +59,13 @@ class FindingsAlertNotifier(BaseNotifier):
 
     template_fields = ("kind",)
 
-    def __init__(self, kind: str = "pipeline_failed") -> None:
+    def __init__(self, kind: str = "pipeline_failed", *, alerts: AlertsConfig | dict[str, Any] | None = None) -> None:
         super().__init__()
         self.kind = kind
+        self.alerts = alerts_config(alerts)
 
     def notify(self, context: Any) -> None:
-        deliver([context_alert(self.kind, context)], context=context, logger=self.log)
+        deliver([context_alert(self.kind, context)], self.alerts, context=context, logger=self.log)
 
 
 def context_alert(kind: str, context: Any) -> Alert:
@@ -97,17 +99,19 @@ def _approval_link(context: Any) -> str | None:
         return None
 
 
-async def deadline_missed(context: Any = None, minutes: float | None = None, **_: Any) -> str:
+async def deadline_missed(context: Any = None, minutes: float | None = None, alerts: dict[str, Any] | None = None,
+                          **_: Any) -> str:
     """Airflow Deadline alert callback (``dag_defaults.deadline_for``; run by the triggerer): the run of the
-    context is not finished ``minutes`` after it was queued; sends ``deadline_missed`` through the alert channels
-    (in a thread: SMTP and notifiers block) and returns the delivery counts as text (Airflow stores a callback's
-    result in a text column: anything else crashes the triggerer on Airflow 3.3.2)."""
+    context is not finished ``minutes`` after it was queued; sends ``deadline_missed`` through the channels of
+    ``alerts`` (``alerts.alerts_kwargs`` of the DAG's configuration; in a thread: SMTP and notifiers block) and
+    returns the delivery counts as text (Airflow stores a callback's result in a text column: anything else crashes
+    the triggerer on Airflow 3.3.2)."""
     import asyncio
 
     from findings_provider.dashboard.links import dashboard_url
 
     alert = deadline_alert(context or {}, minutes, dashboard_url())
-    delivery = await asyncio.to_thread(deliver, [alert])
+    delivery = await asyncio.to_thread(deliver, [alert], alerts)
     return ", ".join(f"{key} {value}" for key, value in delivery.as_dict().items())
 
 

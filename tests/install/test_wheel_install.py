@@ -5,7 +5,8 @@ outside any checkout with a fresh AIRFLOW_HOME.
 Proves: Airflow lists the provider, its connection type and the dashboard plugin (whose import once needed a
 dependency the provider did not declare: orjson); the wheel's DAG files load
 from where the wheel installed them (``<venv>/share/findings-airflow/dags``) with the configuration installed
-beside them, and import nothing from a checkout. Slow (a whole Airflow is installed: about 1-3 minutes with pip's
+beside them, and import nothing from a checkout; a user's own DAG runs the provider's operators with their inputs
+as arguments, with no pipeline configuration anywhere. Slow (a whole Airflow is installed: about 1-3 minutes with pip's
 cache warm), hence its own marker; PyPI must be reachable (it is on this machine and in CI).
 """
 
@@ -21,6 +22,10 @@ from typing import Any
 
 import pytest
 from findings_provider.names import PIPELINE_DAGS
+from findings_provider.warehouse import make_engine
+from findings_provider.warehouse.schema import findings, triage_actions
+from fixtures import client_of, connection_env, running_emulator, sqlite_url
+from sqlalchemy import func, select
 
 pytestmark = pytest.mark.install
 
@@ -97,3 +102,47 @@ def test_the_wheels_dags_load_from_where_it_installed_them(installed: dict) -> N
     assert set(out["dags"]) == DAG_IDS
     assert out["package"].startswith(str(venv))  # nothing imported from a checkout
     assert out["config"] == str(venv / "share" / "findings-airflow" / "include" / "pipeline.yaml")
+
+
+#: The README's DAG of one's own ("Use the operators in your own DAGs"), run as it is written there.
+README_DAG = "A DAG of your own with a triage policy written inline"
+
+
+def readme_dag() -> str:
+    """The Python block that follows :data:`README_DAG` in the README, and a line that runs it with ``dag.test()``."""
+    text = (REPO / "README.md").read_text()
+    block = text[text.index(README_DAG):]
+    code = block[block.index("```python\n") + len("```python\n"):]
+    return code[:code.index("```")] + '\nif __name__ == "__main__":\n    print("STATE", dag.test().state)\n'
+
+
+def test_a_users_own_dag_runs_the_operators_with_no_pipeline_configuration(installed: dict, tmp_path: Path) -> None:
+    venv = installed["venv"]
+    shutil.rmtree(venv / "share" / "findings-airflow" / "include")  # the configuration the wheel installed: gone
+    dag_file = installed["home"] / "dags" / "my_findings.py"  # the user's DAGs folder ([core] dags_folder)
+    dag_file.parent.mkdir(exist_ok=True)
+    dag_file.write_text(readme_dag())
+    warehouse = tmp_path / "warehouse.db"
+    airflow(installed, "db", "migrate")  # dag.test() records its run in Airflow's metadata database
+    with running_emulator(findings=400) as emulator:
+        env = {**installed["env"], **connection_env(emulator=emulator, warehouse=warehouse),
+               # a read of the pipeline configuration while a task runs fails the task: nothing may need one
+               "FINDINGS_PIPELINE_CONFIG": str(tmp_path / "no-such-dir" / "pipeline.yaml"),
+               "FINDINGS_REPORT_DIR": str(tmp_path / "reports")}
+        out = run(venv / "bin" / "python", dag_file, env=env, cwd=installed["cwd"])
+        with client_of(emulator) as client:
+            listed = sum(1 for _ in client.iter_findings("sast"))
+    assert "STATE success" in out, out[-3000:]
+    engine = make_engine(sqlite_url(warehouse))
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(select(func.count()).select_from(findings)
+                                  .where(findings.c.issue_type == "sast")).scalar_one()
+            plans = conn.execute(select(triage_actions)).mappings().all()
+    finally:
+        engine.dispose()
+    assert stored == listed > 0
+    assert plans
+    assert all(p["dry_run"] and p["status"] == "planned" and p["dag_id"] == "my_findings" for p in plans)
+    assert sum(len(p["issue_ids"]) for p in plans) > 0
+    assert all(len(p["issue_ids"]) <= 50 for p in plans)  # the chunk_size given

@@ -24,7 +24,7 @@ from hitl import answer
 from present import present
 from task_context import make_context
 
-from .helpers import extract
+from .helpers import TICKET_POLICIES, TRIAGE_POLICIES, extract
 
 pytestmark = pytest.mark.integration
 
@@ -62,21 +62,23 @@ def test_the_answer_is_recorded_for_the_run_with_who_gave_it(warehouse, choice, 
 def test_triage_above_the_cap_waits_for_a_person_and_a_hand_marked_approval_is_not_one(fresh, warehouse):
     extract("['sast']")
     ctx = make_context("capped")
-    plan = PlanTriageOperator(task_id="plan", max_findings="2").execute(ctx)
+    plan = PlanTriageOperator(task_id="plan", max_findings="2", policies=TRIAGE_POLICIES).execute(ctx)
     assert plan["needs_approval"] is True
     assert plan["selected"] > 2
     assert "above its cap of 2 per run (lowered for this run from 5000)" in plan["approval_reasons"][0]
     seq = seq_of(fresh)
     # the approval task "succeeded" without an answer (a person marked it by hand): the write refuses
     with pytest.raises(AirflowFailException, match="marking the approval task successful by hand is not approval"):
-        BulkTriageOperator(task_id="triage", action_ids=ctx["ti"].xcom["action_ids"]).execute(ctx)
+        BulkTriageOperator(task_id="triage", action_ids=ctx["ti"].xcom["action_ids"],
+                           policies=TRIAGE_POLICIES).execute(ctx)
     assert sent(fresh, seq, "triage") == []
 
     with DAG("approval_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
         approve = TriageApprovalOperator(task_id="approve", subject="s", body="b",
                                          action_ids=ctx["ti"].xcom["action_ids"])
     answer(approve, ctx, "Approve")
-    result = BulkTriageOperator(task_id="triage", action_ids=ctx["ti"].xcom["action_ids"]).execute(ctx)
+    result = BulkTriageOperator(task_id="triage", action_ids=ctx["ti"].xcom["action_ids"],
+                                policies=TRIAGE_POLICIES).execute(ctx)
     assert sum(len(r["body"]["issue_ids"]) for r in sent(fresh, seq, "triage")) == plan["selected"]
     assert result["requests"] >= 1
 
@@ -95,22 +97,22 @@ def test_triage_without_a_plan_step_stops_above_the_cap(fresh, warehouse):
 def test_tickets_above_the_cap_need_an_approval_the_write_checks(fresh, warehouse):
     extract()
     ctx = make_context("tickets")
-    plan = PlanTicketsOperator(task_id="plan", max_tickets=1).execute(ctx)
+    plan = PlanTicketsOperator(task_id="plan", max_tickets=1, policies=TICKET_POLICIES).execute(ctx)
     assert plan["needs_approval"] is True
     assert ctx["ti"].xcom["needs_approval"] is True
     seq = seq_of(fresh)
     with pytest.raises(AirflowFailException, match="none is recorded"):
-        CreateTicketsOperator(task_id="create", max_tickets=1).execute(ctx)
+        CreateTicketsOperator(task_id="create", max_tickets=1, policies=TICKET_POLICIES).execute(ctx)
 
     with DAG("ticket_approval_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
         approve = PlanApprovalOperator(task_id="approve", kind="tickets", subject="s", body="b")
     answer(approve, ctx, "Reject")
     with pytest.raises(AirflowFailException, match=r"a person \(alice\) rejected this plan"):
-        CreateTicketsOperator(task_id="create", max_tickets=1).execute(ctx)
+        CreateTicketsOperator(task_id="create", max_tickets=1, policies=TICKET_POLICIES).execute(ctx)
     assert sent(fresh, seq, "tickets") == []
 
     answer(approve, ctx, "Approve")
-    result = CreateTicketsOperator(task_id="create", max_tickets=1).execute(ctx)
+    result = CreateTicketsOperator(task_id="create", max_tickets=1, policies=TICKET_POLICIES).execute(ctx)
     assert result["tickets"] == plan["tickets"] > 1  # exactly what the person approved, not the cap
     assert ctx["ti"].xcom["tickets"] == result["tickets"]
 

@@ -105,19 +105,61 @@ def test_no_operator_shadows_a_method_of_base_operator_and_dry_run_stays_templat
     import inspect
 
     from airflow.sdk import BaseOperator
-    from findings_provider.operators import policies, projects, tickets, triage
+    from findings_provider.assets import TRIAGE
+    from findings_provider.operators import findings, policies, projects, tickets, triage
 
+    required: dict[str, dict[str, Any]] = {
+        "PlanTriageOperator": {"policies": []}, "BulkTriageOperator": {"policies": []},
+        "CreateTicketsOperator": {"policies": []}, "ProposePolicyChangesOperator": {"thresholds": []},
+        "PublishAssetOperator": {"asset": TRIAGE, "changed": 1},
+    }
     methods = {name for name, value in inspect.getmembers(BaseOperator) if callable(value)}
     with_dry_run = []
-    for module in (policies, projects, tickets, triage):
+    for module in (findings, policies, projects, tickets, triage):
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if not issubclass(cls, FindingsBaseOperator) or cls.__module__ != module.__name__:
+            if not issubclass(cls, BaseOperator) or cls.__module__ != module.__name__:
                 continue
             assert not set(cls.template_fields) & methods, cls
             if "dry_run" in inspect.signature(cls.__init__).parameters:
                 assert "is_dry_run" in cls.template_fields, cls
-                operator = cls(task_id="t", dry_run="{{ params.dry_run }}")
+                operator = cls(task_id="t", dry_run="{{ params.dry_run }}", **required.get(cls.__name__, {}))
                 assert vars(operator)["is_dry_run"] == "{{ params.dry_run }}"
                 assert inspect.ismethod(operator.dry_run), cls
                 with_dry_run.append(cls.__name__)
-    assert len(with_dry_run) == 6, with_dry_run
+    assert len(with_dry_run) == 7, with_dry_run
+
+
+#: What finds and reads this repository's configuration files: only a DAG file (when it is parsed) may call them.
+CONFIG_READERS = {"load_pipeline_config", "load_projects_file", "config_path"}
+
+
+def config_reads(source: str) -> set[str]:
+    """The names of :data:`CONFIG_READERS` that ``source`` uses (called, imported or referenced)."""
+    import ast
+
+    used = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            used.update(alias.name for alias in node.names)
+    return used & CONFIG_READERS
+
+
+def test_no_operator_sensor_or_notifier_reads_the_pipeline_configuration_while_it_runs() -> None:
+    # they take their inputs as arguments (the DAG files pass pipeline.yaml's values, loaded when they are parsed):
+    # what a task runs with is what the DAG was parsed with, and they work with no include/ anywhere
+    # (tests/install: a user's own DAG)
+    import findings_provider
+
+    package = Path(findings_provider.__file__).parent
+    folders = ("operators", "sensors", "triggers", "hooks")
+    modules = [package / "alerts.py", package / "notifications.py",
+               *(p for folder in folders for p in (package / folder).glob("*.py"))]
+    assert len(modules) > 15
+    readers = {str(p.relative_to(package)): found for p in modules if (found := config_reads(p.read_text()))}
+    assert readers == {}
+    assert config_reads("from findings_provider.config import load_pipeline_config\n") == {"load_pipeline_config"}
+    assert config_reads("import findings_provider.config as c\nc.load_projects_file()\n") == {"load_projects_file"}

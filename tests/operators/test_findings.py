@@ -100,12 +100,15 @@ def test_publish_emits_the_asset_when_something_changed() -> None:
     assert events[op.alias].added == [(SCANS, {"changed": 3})]
 
 
-@pytest.mark.parametrize(("reason", "said"), [
-    ("a dry run: nothing was sent to the service", "a dry run: nothing was sent to the service: "),
-    ("", "no new scans: "),
+@pytest.mark.parametrize(("changed", "dry_run", "said"), [
+    (1, "True", "a dry run: nothing was sent to the service: "),
+    (0, False, "no new scans: "),
 ])
-def test_publish_says_why_nothing_was_published(capsys: pytest.CaptureFixture[str], reason: str, said: str) -> None:
-    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed=0, what="scans", reason=reason)
-    op.execute({"outlet_events": OutletEvents()})
+def test_publish_says_why_nothing_was_published(capsys: pytest.CaptureFixture[str], changed: int, dry_run: object,
+                                                said: str) -> None:
+    op = PublishAssetOperator(task_id="publish", asset=SCANS, changed=changed, what="scans", dry_run=dry_run)
+    events = OutletEvents()
+    assert op.execute({"outlet_events": events})["published"] is False
+    assert events[op.alias].added == []
     captured = capsys.readouterr()
     assert f"{said}{SCANS.uri} is not updated" in captured.out + captured.err

@@ -17,6 +17,8 @@ from task_context import make_context
 
 from devtools.services import skip_or_fail
 
+from .helpers import TRIAGE_POLICIES
+
 pytestmark = pytest.mark.integration
 
 
@@ -60,7 +62,7 @@ def test_a_postgres_warehouse_is_named_by_host_port_database_and_schema(monkeypa
     finally:
         engine.dispose()
     monkeypatch.setenv("AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT", url)
-    lineage = PlanTriageOperator(task_id="plan").get_openlineage_facets_on_complete(None)
+    lineage = PlanTriageOperator(task_id="plan", policies=TRIAGE_POLICIES).get_openlineage_facets_on_complete(None)
     assert lineage.inputs == []
     assert names(lineage.outputs) == [("postgres://127.0.0.1:5432", f"test.{schema}.triage_actions")]
 

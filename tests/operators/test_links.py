@@ -32,6 +32,12 @@ LINKED: dict[type[FindingsBaseOperator], dict[str, tuple[str, dict[str, list[str
     DependencyReportOperator: {"Inventory report": ("reports", {"name": ["dependency_inventory"]})},
 }
 
+#: The arguments without a default, where a class has some.
+REQUIRED: dict[type, dict[str, Any]] = {
+    ApplyPolicyChangesOperator: {"propose_task_id": "propose"}, BulkTriageOperator: {"policies": []},
+    CreateTicketsOperator: {"policies": []}, ProposePolicyChangesOperator: {"thresholds": []},
+}
+
 
 class Boom(Exception):
     pass
@@ -44,7 +50,7 @@ def test_links_are_stored_before_the_task_does_anything(operator_class: type[Fin
         raise Boom
 
     monkeypatch.setattr(operator_class, "run", fail)
-    kwargs: dict[str, Any] = {"propose_task_id": "propose"} if operator_class is ApplyPolicyChangesOperator else {}
+    kwargs: dict[str, Any] = REQUIRED.get(operator_class, {})
     operator = operator_class(task_id="t", **kwargs)
     context = make_context("scheduled__2026-11-25T00:00:00+00:00")
     with pytest.raises(Boom):

@@ -32,7 +32,7 @@ from present import present
 from sqlalchemy import select
 from task_context import FakeTaskInstance, make_context, run_operator
 
-from .helpers import default_api
+from .helpers import TUNING_RULES, default_api
 
 pytestmark = pytest.mark.integration
 
@@ -94,6 +94,7 @@ def list_and_propose(ti: FakeTaskInstance, *, dry_run: bool, report_dir: Path) -
     return run_operator(
         ProposePolicyChangesOperator(
             task_id="propose_policy_changes",
+            thresholds=TUNING_RULES,
             policy_ids=ti.xcom_pull("list_policy_rules", key="policy_ids"),
             dry_run=dry_run,
             report_dir=str(report_dir),

@@ -14,7 +14,7 @@ from hitl import answer
 from sqlalchemy import select
 from task_context import make_context
 
-from .helpers import extract
+from .helpers import TRIAGE_POLICIES, extract
 
 pytestmark = pytest.mark.integration
 
@@ -22,12 +22,14 @@ pytestmark = pytest.mark.integration
 def test_plan_needs_approval_only_above_the_threshold(fresh, warehouse) -> None:
     extract()
     small = make_context("run-a")
-    plan = PlanTriageOperator(task_id="plan", dry_run="False", approval_threshold="None").execute(small)
+    plan = PlanTriageOperator(task_id="plan", dry_run="False", approval_threshold="None",
+                              policies=TRIAGE_POLICIES).execute(small)
     assert plan["selected"] > 0
     assert plan["needs_approval"] is False
     assert small["ti"].xcom["needs_approval"] is False
     big = make_context("run-b")
-    plan = PlanTriageOperator(task_id="plan", approval_threshold=plan["selected"] - 1).execute(big)
+    plan = PlanTriageOperator(task_id="plan", approval_threshold=plan["selected"] - 1,
+                              policies=TRIAGE_POLICIES).execute(big)
     assert plan["needs_approval"] is True
     assert big["ti"].xcom["needs_approval"] is True
     assert plan["approval_subject"].startswith(f"Bulk-triage {plan['selected']} findings")
@@ -36,21 +38,23 @@ def test_plan_needs_approval_only_above_the_threshold(fresh, warehouse) -> None:
 
 def test_negative_threshold_fails_naming_the_param(fresh, warehouse, context) -> None:
     with pytest.raises(AirflowFailException, match="approval_threshold = -1 must be >= 0"):
-        PlanTriageOperator(task_id="plan", approval_threshold=-1).execute(context)
+        PlanTriageOperator(task_id="plan", approval_threshold=-1, policies=TRIAGE_POLICIES).execute(context)
 
 
 def test_planned_triage_is_executed_exactly_and_dry_runs_never(fresh, warehouse) -> None:
     extract()
     dry = make_context("dry")
-    PlanTriageOperator(task_id="plan", dry_run=True).execute(dry)
+    PlanTriageOperator(task_id="plan", dry_run=True, policies=TRIAGE_POLICIES).execute(dry)
     seq = seq_of(fresh)
-    result = BulkTriageOperator(task_id="triage", action_ids=dry["ti"].xcom["action_ids"]).execute(make_context("dry"))
+    result = BulkTriageOperator(task_id="triage", action_ids=dry["ti"].xcom["action_ids"],
+                                policies=TRIAGE_POLICIES).execute(make_context("dry"))
     assert ops(fresh, seq, "triage") == []
     assert result["skipped_dry_run"] == result["actions"] >= 1
 
     real = make_context("real")
-    plan = PlanTriageOperator(task_id="plan").execute(real)
-    result = BulkTriageOperator(task_id="triage", action_ids=real["ti"].xcom["action_ids"]).execute(real)
+    plan = PlanTriageOperator(task_id="plan", policies=TRIAGE_POLICIES).execute(real)
+    result = BulkTriageOperator(task_id="triage", action_ids=real["ti"].xcom["action_ids"],
+                                policies=TRIAGE_POLICIES).execute(real)
     sent = ops(fresh, seq, "triage")
     assert len(sent) == result["requests"] == plan["requests"]
     assert sum(len(r["body"]["issue_ids"]) for r in sent) == plan["selected"]
@@ -59,7 +63,7 @@ def test_planned_triage_is_executed_exactly_and_dry_runs_never(fresh, warehouse)
 def test_rejected_approval_marks_the_plan_and_nothing_is_sent(fresh, warehouse) -> None:
     extract()
     ctx = make_context("rejected")
-    PlanTriageOperator(task_id="plan").execute(ctx)
+    PlanTriageOperator(task_id="plan", policies=TRIAGE_POLICIES).execute(ctx)
     action_ids = ctx["ti"].xcom["action_ids"]
     with DAG("approval_test", start_date=datetime(2024, 1, 1, tzinfo=timezone.utc), schedule=None):
         approve = TriageApprovalOperator(task_id="approve", subject="s", body="b", action_ids=action_ids)
@@ -68,7 +72,7 @@ def test_rejected_approval_marks_the_plan_and_nothing_is_sent(fresh, warehouse) 
         rows = conn.execute(select(triage_actions).where(triage_actions.c.id.in_(action_ids))).all()
     assert {(r.status, r.error) for r in rows} == {("failed", "rejected in the approval step by alice")}
     seq = seq_of(fresh)
-    BulkTriageOperator(task_id="triage", action_ids=action_ids).execute(ctx)
+    BulkTriageOperator(task_id="triage", action_ids=action_ids, policies=TRIAGE_POLICIES).execute(ctx)
     assert ops(fresh, seq, "triage") == []
 
 
@@ -80,7 +84,7 @@ def test_rejected_approval_marks_the_plan_and_nothing_is_sent(fresh, warehouse) 
 def test_plan_refuses_a_bad_templated_value_naming_it(fresh, warehouse, context, kwargs, message) -> None:
     assert {"is_dry_run", "approval_threshold", "max_findings"} <= set(PlanTriageOperator.template_fields)
     with pytest.raises(AirflowFailException, match=message):
-        PlanTriageOperator(task_id="plan", **kwargs).execute(context)
+        PlanTriageOperator(task_id="plan", **kwargs, policies=TRIAGE_POLICIES).execute(context)
     with warehouse.engine.connect() as conn:
         assert conn.execute(select(triage_actions)).all() == []
     assert fresh.requests() == []
@@ -88,5 +92,5 @@ def test_plan_refuses_a_bad_templated_value_naming_it(fresh, warehouse, context,
 
 def test_triage_refuses_action_ids_that_are_not_ids_before_any_request(fresh, warehouse, context) -> None:
     with pytest.raises(AirflowFailException, match=r"action_ids: \['a'\] are not integers"):
-        BulkTriageOperator(task_id="triage", action_ids="['a', 2]").execute(context)
+        BulkTriageOperator(task_id="triage", action_ids="['a', 2]", policies=TRIAGE_POLICIES).execute(context)
     assert fresh.requests() == []

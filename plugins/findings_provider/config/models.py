@@ -1,20 +1,13 @@
-"""Pipeline configuration: ``include/pipeline.yaml`` and ``include/projects.yaml``, validated.
-
-An invalid file raises ``ConfigError`` naming the file, the line, the field and the reason. Loading is cheap (a
-small YAML file), so DAG files may read their schedule from it at parse time.
-"""
+"""The schemas of ``include/pipeline.yaml`` and ``include/projects.yaml``: one pydantic model per section, each
+field with its default (what an operator's argument left out takes)."""
 
 from __future__ import annotations
 
 import fnmatch
-import os
-import sys
-from collections.abc import Callable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self, TypeVar, get_args
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -47,11 +40,6 @@ from findings_provider.client.vocabulary import (
     TriageState,
     ValidationState,
 )
-
-#: Where the configuration lives unless ``FINDINGS_PIPELINE_CONFIG`` says otherwise: ``<project>/include``.
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "include" / "pipeline.yaml"
-#: Where a wheel installs the DAG files and the default configuration (``data-files`` in pyproject.toml).
-INSTALLED_SHARE = Path(sys.prefix) / "share" / "findings-airflow"
 
 
 class ConfigError(ValueError):
@@ -125,6 +113,18 @@ DEFAULT_MAX_TRIAGED = 5000
 DEFAULT_MAX_TICKETS = 100
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def model_list(model: type[_M], given: Sequence[Any], argument: str) -> list[_M]:
+    """An operator's ``argument``: a list of ``model`` given as models or their dicts (as in pipeline.yaml),
+    each dict validated here; anything else is refused with a message naming the argument."""
+    if given is None or isinstance(given, (str, bytes, dict)):
+        raise ConfigError(f"{argument} = {given!r}: give a list of {model.__name__} (models or their dicts, as in "
+                          "pipeline.yaml); an empty list does nothing")
+    return [item if isinstance(item, model) else model.model_validate(item) for item in given]
+
+
 class _Policy(_Strict):
     """What every write policy has: a name, an issue type and a selector that must narrow the selection."""
 
@@ -150,11 +150,9 @@ class _Policy(_Strict):
         return self.select
 
     @classmethod
-    def coerce_all(cls, given: Sequence[Any] | None, default: Callable[[], Sequence[Any]]) -> list[Self]:
-        """The ``given`` policies (models, or dicts validated here), else ``default()`` (read only when needed)."""
-        if given is None:
-            return list(default())
-        return [p if isinstance(p, cls) else cls.model_validate(p) for p in given]
+    def coerce_all(cls, given: Sequence[Any]) -> list[Self]:
+        """The ``given`` policies (models, or dicts validated here): an operator's ``policies``."""
+        return model_list(cls, given, "policies")
 
 
 class TriageSet(_Strict):
@@ -454,91 +452,3 @@ class ProjectsFile(_Strict):
     def patterns_without_match(self, project_names: list[str]) -> list[str]:
         """Patterns (or exact names) that match no project the deployment has."""
         return [r.match for r in self.projects if not fnmatch.filter(project_names, r.match)]
-
-
-# --- loading with line numbers ----------------------------------------------------------------------------------
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at ``loc`` (the deepest node found)."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if k.value == key), None)
-            if child is None:
-                key_node = next((k for k, _ in node.value if k.value == key), None)
-                return key_node.start_mark.line + 1 if key_node is not None else line
-            node = child
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-        else:
-            break
-        line = node.start_mark.line + 1
-    return line
-
-
-def load_yaml_model(path: str | Path, model: type[BaseModel]) -> Any:
-    """Load ``path`` into ``model``; any problem raises ``ConfigError`` with file, line, field and reason."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the file: {exc.strerror}") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "unknown line"
-        raise ConfigError(f"{path}, {where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}, line 1: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = tuple(err.get("loc", ()))
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        msg = err.get("msg", "invalid").removeprefix("Value error, ")
-        given = err.get("input")
-        shown = "" if isinstance(given, (dict, list)) else f" = {given!r}"
-        raise ConfigError(f"{path}, line {_line_of(node, loc)}: field '{field}'{shown}: {msg}") from None
-
-
-def config_path() -> Path:
-    """``$FINDINGS_PIPELINE_CONFIG``, else ``<project>/include/pipeline.yaml`` (a checkout), else
-    ``$AIRFLOW_HOME/include/pipeline.yaml`` (your copy), else the one the wheel installed
-    (``<prefix>/share/findings-airflow/include/pipeline.yaml``)."""
-    if os.environ.get("FINDINGS_PIPELINE_CONFIG"):
-        return Path(os.environ["FINDINGS_PIPELINE_CONFIG"])
-    if DEFAULT_CONFIG_PATH.exists():
-        return DEFAULT_CONFIG_PATH
-    home = Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "include" / "pipeline.yaml"
-    installed = INSTALLED_SHARE / "include" / "pipeline.yaml"
-    return installed if not home.exists() and installed.exists() else home
-
-
-@lru_cache(maxsize=8)
-def _load_cached(path: str, mtime: float) -> PipelineConfig:
-    cfg = load_yaml_model(path, PipelineConfig)
-    cfg.source = Path(path)
-    return cfg
-
-
-def load_pipeline_config(path: str | Path | None = None) -> PipelineConfig:
-    """The validated pipeline configuration (cached per file version)."""
-    p = Path(path) if path else config_path()
-    try:
-        mtime = p.stat().st_mtime
-    except OSError:
-        raise ConfigError(f"{p}: pipeline configuration not found (set FINDINGS_PIPELINE_CONFIG)") from None
-    return _load_cached(str(p), mtime)
-
-
-def load_projects_file(cfg: PipelineConfig | None = None, path: str | Path | None = None) -> ProjectsFile:
-    """The validated ``projects.yaml`` (path relative to the pipeline configuration file)."""
-    cfg = cfg or load_pipeline_config()
-    if path is None:
-        base = cfg.source.parent if cfg.source else DEFAULT_CONFIG_PATH.parent
-        path = base / cfg.project_settings.file
-    return load_yaml_model(path, ProjectsFile)

@@ -8,31 +8,40 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
+from findings_provider.alerts import alerts_config, deliver
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
-from findings_provider.config import load_pipeline_config
+from findings_provider.config import AlertsConfig, ExtractionConfig, FixDays, SlaConfig
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import SummaryReportLink
 from findings_provider.pipeline import extraction
 from findings_provider.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
+
+#: The defaults of pipeline.yaml's ``findings_extraction``: an argument left out takes its value from here.
+_EXTRACTION = ExtractionConfig()
 
 
 class ExtractFindingsOperator(FindingsBaseOperator):
     """Pull findings of each issue type into the warehouse, incrementally, streaming page by page.
 
     Each pull starts at the issue type's watermark minus an overlap; everything when there is none, on
-    ``full_refresh``, once in every period of pipeline.yaml's ``full_refresh_max_age_hours`` (aligned on 00:00
-    UTC; status and triage changes reach the warehouse only through a full pull), and on its
-    ``full_refresh_weekday``. Pages of ``page_size`` are upserted one transaction each; the watermark advances
-    only after the whole pull succeeded, and never past the run's start (plus a small clock skew). ``secrets``
-    are listed through their own cursor-paged operation and always pulled completely. Values the warehouse
-    cannot hold do not fail the task: they are counted in ``rejected`` (with a sample) and logged as warnings.
-    Returns the counts per issue type and pushes ``written`` (rows inserted or changed) under its own XCom key.
+    ``full_refresh``, once in every period of ``full_refresh_max_age_hours`` (aligned on 00:00 UTC; status and
+    triage changes reach the warehouse only through a full pull), and on ``full_refresh_weekday``. Pages of
+    ``page_size`` are upserted one transaction each; the watermark advances only after the whole pull succeeded, and
+    never past the run's start (plus a small clock skew). ``secrets`` are listed through their own cursor-paged
+    operation and always pulled completely. Values the warehouse cannot hold do not fail the task: they are counted
+    in ``rejected`` (with a sample) and logged as warnings. Returns the counts per issue type and pushes ``written``
+    (rows inserted or changed) under its own XCom key.
 
-    :param issue_types: any of ``sast``, ``sca``, ``ai_sast``, ``secrets`` (templated; default from pipeline.yaml).
+    Every argument left out takes the default of ``findings_extraction`` in pipeline.yaml's schema
+    (``config.ExtractionConfig``); the DAG file passes the values of its pipeline.yaml.
+
+    :param issue_types: any of ``sast``, ``sca``, ``ai_sast``, ``secrets`` (templated).
     :param full_refresh: pull everything regardless of the watermark (templated).
-    :param page_size: findings per request, 100..3000 (default from pipeline.yaml).
-    :param overlap_minutes: how far before the watermark an incremental pull starts (default: pipeline.yaml).
+    :param page_size: findings per request, 100..3000.
+    :param overlap_minutes: how far before the watermark an incremental pull starts.
+    :param full_refresh_weekday: the UTC weekday (0 Monday .. 6 Sunday) whose first run is a full pull; None: none.
+    :param full_refresh_max_age_hours: a full pull once in every period of this many hours; None: none.
     """
 
     lineage_reads = ("findings", "secrets")
@@ -46,8 +55,10 @@ class ExtractFindingsOperator(FindingsBaseOperator):
         *,
         issue_types: Any = None,
         full_refresh: Any = False,
-        page_size: int | None = None,
-        overlap_minutes: int | None = None,
+        page_size: int = _EXTRACTION.page_size,
+        overlap_minutes: int = _EXTRACTION.overlap_minutes,
+        full_refresh_weekday: int | None = _EXTRACTION.full_refresh_weekday,
+        full_refresh_max_age_hours: float | None = _EXTRACTION.full_refresh_max_age_hours,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -55,25 +66,27 @@ class ExtractFindingsOperator(FindingsBaseOperator):
         self.full_refresh = full_refresh
         self.page_size = page_size
         self.overlap_minutes = overlap_minutes
+        self.full_refresh_weekday = full_refresh_weekday
+        self.full_refresh_max_age_hours = full_refresh_max_age_hours
 
     def run(self, context: Any) -> dict[str, Any]:
-        cfg = load_pipeline_config().findings_extraction
         types = as_str_list(self.issue_types, "issue_types", allowed=ISSUE_TYPES) if (
-            self.issue_types not in (None, "", "None")) else [str(t) for t in cfg.issue_types]
+            self.issue_types not in (None, "", "None")) else [str(t) for t in _EXTRACTION.issue_types]
         if not types:
             raise ParamError(f"issue_types is empty; give at least one of {', '.join(ISSUE_TYPES)}")
-        page_size = as_int(self.page_size or cfg.page_size, "page_size", minimum=FINDINGS_PAGE_SIZE.minimum,
+        page_size = as_int(self.page_size, "page_size", minimum=FINDINGS_PAGE_SIZE.minimum,
                            maximum=FINDINGS_PAGE_SIZE.maximum)
-        overlap = as_optional_int(self.overlap_minutes, "overlap_minutes", minimum=0)
-        max_age = cfg.full_refresh_max_age_hours
+        overlap = as_int(self.overlap_minutes, "overlap_minutes", minimum=0)
+        weekday = as_optional_int(self.full_refresh_weekday, "full_refresh_weekday", minimum=0, maximum=6)
+        max_age = self.full_refresh_max_age_hours
         result = extraction.run_extraction(
             self.api_hook.client,
             self.warehouse_hook.get_warehouse(),
             types,
             full_refresh=as_bool(self.full_refresh, "full_refresh"),
-            full_refresh_weekday=cfg.full_refresh_weekday,
-            full_refresh_max_age=None if max_age is None else timedelta(hours=max_age),
-            overlap=timedelta(minutes=cfg.overlap_minutes if overlap is None else overlap),
+            full_refresh_weekday=weekday,
+            full_refresh_max_age=None if max_age is None else timedelta(hours=float(max_age)),
+            overlap=timedelta(minutes=overlap),
             page_size=page_size,
         )
         context["ti"].xcom_push(key="written", value=result["written"])
@@ -82,8 +95,8 @@ class ExtractFindingsOperator(FindingsBaseOperator):
 
 class FindingsSummaryOperator(FindingsBaseOperator):
     """The programme report (pandas): open findings by severity x issue type and by repository, open findings over
-    time, time to fix and to triage, SLA breaches (``sla`` in pipeline.yaml), triage and ticket activity per run,
-    scan health; to the log, a report, and alerts.
+    time, time to fix and to triage, SLA breaches (``fix_days``), triage and ticket activity per run, scan health;
+    to the log, a report, and alerts.
 
     Writes ``<report_name>.html`` (tables and charts) and one CSV per table to the report directory
     (``$FINDINGS_REPORT_DIR`` or ``$AIRFLOW_HOME/reports``) and stores the HTML in the warehouse, where the
@@ -91,6 +104,10 @@ class FindingsSummaryOperator(FindingsBaseOperator):
     (``pipeline.summary.programme_alerts``). Returns the report's paths, the totals and the alerts' delivery.
 
     :param report_name: file name stem of the report (templated).
+    :param fix_days: the fix-time targets, days per severity (``sla.fix_days`` of pipeline.yaml; a ``FixDays`` or
+        its dict; default: that schema's default).
+    :param alerts: where the alerts go (``alerts`` of pipeline.yaml; an ``AlertsConfig`` or its dict; None: they
+        are logged as unrouted).
     """
 
     operator_extra_links = (SummaryReportLink(),)
@@ -99,14 +116,17 @@ class FindingsSummaryOperator(FindingsBaseOperator):
     ui_color = "#fcf8e3"
     lineage_writes = ("reports",)
 
-    def __init__(self, *, report_name: str = "findings_summary", **kwargs: Any) -> None:
+    def __init__(self, *, report_name: str = "findings_summary", fix_days: FixDays | dict[str, Any] | None = None,
+                 alerts: AlertsConfig | dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.report_name = report_name
+        self.fix_days = fix_days if isinstance(fix_days, FixDays) else (
+            SlaConfig().fix_days if fix_days is None else FixDays.model_validate(fix_days))
+        self.alerts = alerts_config(alerts)
 
     def run(self, context: Any) -> dict[str, Any]:
         from datetime import datetime, timezone
 
-        from findings_provider.alerts import deliver
         from findings_provider.dashboard.links import dashboard_url
         from findings_provider.pipeline.summary import (
             LATEST_METRICS_KEY,
@@ -116,8 +136,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         )
         from findings_provider.reports import Chart, log_table, write_report
 
-        config = load_pipeline_config()
-        targets = config.sla.fix_days.targets()
+        targets = self.fix_days.targets()
         warehouse = self.warehouse_hook.get_warehouse()
         now = datetime.now(timezone.utc)
         tables = programme_tables(warehouse, targets, now)
@@ -142,7 +161,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         self.log.info("report written: %s (stored in the warehouse as report %s)", report.html, report.stored_id)
         warehouse.set_state(LATEST_METRICS_KEY, latest_metrics(context.get("run_id"), tables, now))
         alerts = programme_alerts(warehouse, targets, now, link=dashboard_url())
-        delivery = deliver(alerts, config.alerts, context=context, logger=self.log)
+        delivery = deliver(alerts, self.alerts, context=context, logger=self.log)
         totals = tables["by_severity"]
         return {
             "open_findings": int(totals.to_numpy().sum()) if not totals.empty else 0,
@@ -155,7 +174,8 @@ class FindingsSummaryOperator(FindingsBaseOperator):
 
 
 class PublishAssetOperator(BaseOperator):
-    """Emit an event of ``asset`` only when ``changed`` is a positive count; otherwise succeed without one.
+    """Emit an event of ``asset`` only when ``changed`` is a positive count and it is not a dry run; otherwise
+    succeed without one, saying why.
 
     The next pipeline stage is scheduled on the Asset, so it runs only when there is new data. The event goes
     out through an ``AssetAlias`` outlet (``<asset name>/published``): an Airflow task with a plain Asset
@@ -164,14 +184,14 @@ class PublishAssetOperator(BaseOperator):
     :param asset: the Asset to update.
     :param changed: how many things changed upstream (templated; typically an XCom).
     :param what: what ``changed`` counts, for the log.
-    :param reason: why nothing is published when ``changed`` is not positive, for the log (templated; default
-        "no new <what>"): a dry run says so rather than looking like a run that found nothing.
+    :param dry_run: the upstream run was a dry run: nothing is published, and the log says so rather than
+        looking like a run that found nothing (templated).
     """
 
-    template_fields: Sequence[str] = ("changed", "reason")
+    template_fields: Sequence[str] = ("changed", "is_dry_run")
     ui_color = "#e7e7f7"
 
-    def __init__(self, *, asset: Asset, changed: Any, what: str = "changes", reason: str = "",
+    def __init__(self, *, asset: Asset, changed: Any, what: str = "changes", dry_run: Any = False,
                  **kwargs: Any) -> None:
         self.asset = asset
         self.alias = AssetAlias(name=f"{asset.name}/published")
@@ -179,12 +199,15 @@ class PublishAssetOperator(BaseOperator):
         super().__init__(**kwargs)
         self.changed = changed
         self.what = what
-        self.reason = reason
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
 
     def execute(self, context: Any) -> dict[str, Any]:
+        if as_bool(self.is_dry_run, "dry_run"):
+            self.log.info("a dry run: nothing was sent to the service: %s is not updated", self.asset.uri)
+            return {"published": False, "changed": 0, "dry_run": True}
         count = as_optional_int(self.changed, "changed") or 0
         if count <= 0:
-            self.log.info("%s: %s is not updated", self.reason or f"no new {self.what}", self.asset.uri)
+            self.log.info("no new %s: %s is not updated", self.what, self.asset.uri)
             return {"published": False, "changed": 0}
         context["outlet_events"][self.alias].add(self.asset, extra={"changed": count})
         self.log.info("%d new %s: publishing %s", count, self.what, self.asset.uri)

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from findings_provider.config import ModeRule, model_list
 from findings_provider.governance.common import as_id_list, preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import PolicyReportLink, RulesChangedLink
@@ -63,7 +64,8 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
     ``needs_approval`` is also pushed under its own XCom key (for ``dag_defaults.approval_steps``).
 
     :param policy_ids: policies whose rules are evaluated (None: every policy in ``policy_rules``). Templated.
-    :param thresholds: ``ModeRule`` objects or dicts; None: ``policy_tuning.rules`` of ``pipeline.yaml``.
+    :param thresholds: the rules that propose a mode change (``policy_tuning.rules`` of pipeline.yaml: ``ModeRule``
+        models or their dicts; an empty list proposes nothing).
     :param dry_run: recorded in the result; a dry run never needs approval. Templated.
     :param dedupe_fingerprints: count one issue found on several branches (same ``match_based_id``) once.
     :param report_dir: directory of the report (default ``$FINDINGS_REPORT_DIR/policy_tuning``).
@@ -79,7 +81,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
         self,
         *,
         policy_ids: Any = None,
-        thresholds: Sequence[Any] | None = None,
+        thresholds: Sequence[Any],
         dry_run: Any = True,
         dedupe_fingerprints: bool = False,
         report_dir: str | None = None,
@@ -87,17 +89,10 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.policy_ids = policy_ids
-        self.thresholds = thresholds
+        self.thresholds = model_list(ModeRule, thresholds, "thresholds")
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.dedupe_fingerprints = dedupe_fingerprints
         self.report_dir = report_dir
-
-    def _thresholds(self) -> list[Any]:
-        from findings_provider.config import ModeRule, load_pipeline_config
-
-        if self.thresholds is None:
-            return list(load_pipeline_config().policy_tuning.rules)
-        return [t if isinstance(t, ModeRule) else ModeRule.model_validate(t) for t in self.thresholds]
 
     def run(self, context: Any) -> dict[str, Any]:
         from pathlib import Path
@@ -107,7 +102,7 @@ class ProposePolicyChangesOperator(FindingsBaseOperator):
 
         dry_run = as_bool(self.is_dry_run, "dry_run")
         warehouse = self.warehouse_hook.get_warehouse()
-        thresholds = self._thresholds()
+        thresholds = self.thresholds
         rules = pt.read_rules(warehouse, as_id_list(self.policy_ids))
         stats = pt.rule_statistics(
             pt.read_code_findings(warehouse),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from findings_provider.client.limits import PROJECTS_PAGE_SIZE
 from findings_provider.governance.common import preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.values import as_bool
@@ -12,11 +13,14 @@ from findings_provider.values import as_bool
 PLAN_STATE = "project_settings/plan"
 
 
-def _compute_plan(operator: FindingsBaseOperator, projects_file: str | None, page_size: int) -> Any:
-    from findings_provider.config import load_projects_file
+def _compute_plan(operator: FindingsBaseOperator, projects_file: Any, page_size: int) -> Any:
+    from findings_provider.config import ProjectsFile, load_yaml_model
     from findings_provider.governance.project_settings import plan_project_settings
 
-    spec = load_projects_file(path=projects_file) if projects_file else load_projects_file()
+    if not projects_file or not str(projects_file).strip():
+        raise ValueError(f"projects_file = {projects_file!r}: give the path of the projects file (the "
+                         "project_settings DAG passes project_settings.file of pipeline.yaml)")
+    spec = load_yaml_model(str(projects_file), ProjectsFile)  # the file named by the argument, and no other
     projects = list(operator.api_hook.client.iter_projects(page_size=page_size))
     return plan_project_settings(projects, spec)
 
@@ -35,13 +39,14 @@ class ProjectSettingsPlanOperator(FindingsBaseOperator):
     (reported and skipped). The full plan is stored in the warehouse's ``pipeline_state``; the XCom carries
     counts, its key and the first lines. Changes nothing.
 
-    :param projects_file: path of the projects file; None: ``project_settings.file`` of ``pipeline.yaml``.
+    :param projects_file: path of the projects file (templated; the DAG passes ``project_settings.file`` of
+        pipeline.yaml, resolved beside it).
     :param page_size: projects per page when listing them.
     """
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "projects_file")
 
-    def __init__(self, *, projects_file: str | None = None, page_size: int = 100, **kwargs: Any) -> None:
+    def __init__(self, *, projects_file: str, page_size: int = PROJECTS_PAGE_SIZE.default, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.projects_file = projects_file
         self.page_size = page_size
@@ -68,7 +73,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
     With ``dry_run`` nothing is applied. A project removed since the plan is skipped.
 
     :param plan_task_id: task whose XCom carries ``plan_key``; None: plan here.
-    :param projects_file: path of the projects file when planning here (default from ``pipeline.yaml``).
+    :param projects_file: path of the projects file when planning here (templated; required then).
     :param dry_run: print the plan and change nothing. Templated.
     """
 
@@ -80,7 +85,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
         plan_task_id: str | None = "plan_project_settings",
         projects_file: str | None = None,
         dry_run: Any = False,
-        page_size: int = 100,
+        page_size: int = PROJECTS_PAGE_SIZE.default,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -10,9 +10,9 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from findings_provider.alerts import Alert, deliver
+from findings_provider.alerts import Alert, alerts_config, deliver
 from findings_provider.compat import AirflowFailException
-from findings_provider.config import load_pipeline_config
+from findings_provider.config import AlertsConfig, ScanMonitoringConfig
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.pipeline import scans
 from findings_provider.values import as_bool, as_int, as_str_list
@@ -20,6 +20,10 @@ from findings_provider.values import as_bool, as_int, as_str_list
 #: Dotted paths (comma-separated) of extra notifiers every ScanFailureAlertOperator calls, e.g.
 #: ``my_company.alerts.SlackScanAlertNotifier``: a hook point that needs no DAG change.
 NOTIFIERS_ENV = "FINDINGS_SCAN_ALERT_NOTIFIERS"
+
+
+#: The defaults of pipeline.yaml's ``scan_monitoring``: an argument left out takes its value from here.
+_SCAN_MONITORING = ScanMonitoringConfig()
 
 
 class SearchScansOperator(FindingsBaseOperator):
@@ -41,19 +45,18 @@ class SearchScansOperator(FindingsBaseOperator):
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "lookback_days", "overlap_minutes")
     ui_color = "#dbe9f6"
 
-    def __init__(self, *, lookback_days: int | str = 30, overlap_minutes: int | str | None = None, **kwargs: Any):
+    def __init__(self, *, lookback_days: int | str = _SCAN_MONITORING.lookback_days,
+                 overlap_minutes: int | str = _SCAN_MONITORING.overlap_minutes, **kwargs: Any):
         super().__init__(**kwargs)
         self.lookback_days = lookback_days
         self.overlap_minutes = overlap_minutes
 
     def run(self, context: Any) -> list[str]:
-        cfg = load_pipeline_config().scan_monitoring
-        overlap = cfg.overlap_minutes if self.overlap_minutes is None else self.overlap_minutes
         result = scans.search_and_store(
             self.api_hook.client,
             self.warehouse_hook.get_warehouse(),
             lookback_days=as_int(self.lookback_days, "lookback_days", minimum=1),
-            overlap=timedelta(minutes=as_int(overlap, "overlap_minutes", minimum=0)),
+            overlap=timedelta(minutes=as_int(self.overlap_minutes, "overlap_minutes", minimum=0)),
         )
         running = result.pop("running_ids")
         ti = context["ti"]
@@ -107,26 +110,29 @@ class ScanFailureAlertOperator(FindingsBaseOperator):
     """Alert people when scans finished unsuccessfully or never finished; a failed scan is not a failed pipeline.
 
     For each scan no earlier run alerted about, it fetches the scan's details and logs one line naming the
-    repository, branch, commit, exit code and CI job URL; sends one ``scan_failed`` alert listing them through
-    the channels of ``alerts`` in pipeline.yaml (``findings_provider.alerts``: mail, chat; none configured, a
-    warning says so); then calls every extra notifier (the ``notifiers`` given here, then those named in
-    ``$FINDINGS_SCAN_ALERT_NOTIFIERS``, kept for compatibility). A notifier is a ``BaseNotifier`` (it finds the
-    alerts in ``context["scan_alerts"]``) or a callable ``(alerts, context)``; a failing one is logged, never
-    hides the alert. The task succeeds (the run stays green) unless ``fail_on_alert``: then it raises
-    ``AirflowFailException`` with the alert text, as teams that alert on failed runs want. The alerts are also
-    pushed to XCom (``scan_alerts``, a short list).
+    repository, branch, commit, exit code and CI job URL; sends one ``scan_failed`` alert listing them through the
+    channels of ``alerts`` (``findings_provider.alerts``: mail, chat; none given, a warning says so); then calls
+    every extra notifier (the ``notifiers`` given here, then those named in ``$FINDINGS_SCAN_ALERT_NOTIFIERS``, kept
+    for compatibility). A notifier is a ``BaseNotifier`` (it finds the alerts in ``context["scan_alerts"]``) or a
+    callable ``(alerts, context)``; a failing one is logged, never hides the alert. The task succeeds (the run stays
+    green) unless ``fail_on_alert``: then it raises ``AirflowFailException`` with the alert text, as teams that
+    alert on failed runs want. The alerts are also pushed to XCom (``scan_alerts``, a short list).
 
     :param scan_ids: scans that did not succeed (templated; an XCom of ``RefreshScansOperator``).
     :param notifiers: extra notifiers to call.
-    :param fail_on_alert: fail the task when there was something to alert (None: ``alerts.fail_on_alert``).
+    :param alerts: where the alert goes (``alerts`` of pipeline.yaml; an ``AlertsConfig`` or its dict; None: it is
+        logged as unrouted).
+    :param fail_on_alert: fail the task when there was something to alert (None: ``fail_on_alert`` of ``alerts``).
     """
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "scan_ids")
     ui_color = "#f6d5d5"
 
     def __init__(self, *, scan_ids: Any = (), notifiers: Sequence[AlertHook] | None = None,
-                 fail_on_alert: bool | None = None, **kwargs: Any):
+                 alerts: AlertsConfig | dict[str, Any] | None = None, fail_on_alert: bool | None = None,
+                 **kwargs: Any):
         super().__init__(**kwargs)
+        self.alerts = alerts_config(alerts)
         self.scan_ids = scan_ids
         self.notifiers = list(notifiers or ())
         self.fail_on_alert = fail_on_alert
@@ -148,7 +154,7 @@ class ScanFailureAlertOperator(FindingsBaseOperator):
         context["ti"].xcom_push(key="scan_alerts", value=payload[:50])
         text = "\n".join(a.line() for a in alerts)
         subject = f"{len(alerts)} scan(s) failed or never finished"
-        config = load_pipeline_config().alerts
+        config = self.alerts
         links = [a.ci_job_url for a in alerts if a.ci_job_url]
         delivery = deliver([Alert("scan_failed", subject, text, links[0] if len(links) == 1 else None)], config,
                            context, logger=self.log)

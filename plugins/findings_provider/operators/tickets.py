@@ -6,15 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from findings_provider.client.limits import TICKETS_LIMIT
-from findings_provider.config import TicketConfig, TicketPolicy, load_pipeline_config
+from findings_provider.config import TicketConfig, TicketPolicy
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTicketedLink, TicketsCreatedLink
 from findings_provider.pipeline import approval, tickets
 from findings_provider.values import as_bool, as_int, as_optional_digits, as_optional_int
 
-
-def _policies(cfg: TicketConfig, policies: Sequence[TicketPolicy | dict] | None) -> list[TicketPolicy]:
-    return TicketPolicy.coerce_all(policies, lambda: cfg.policies)
+#: The defaults of pipeline.yaml's ``ticket_creation``: an argument left out takes its value from here.
+_TICKETS = TicketConfig()
 
 
 class PlanTicketsOperator(FindingsBaseOperator):
@@ -26,9 +25,10 @@ class PlanTicketsOperator(FindingsBaseOperator):
     checks it. Returns counts, ``needs_approval`` (also under its own XCom key) and the approval's subject and
     body.
 
-    :param max_tickets: lowers every policy's cap for this run; None: pipeline.yaml's caps (templated; >= 1).
-    :param policies: ticket policies (default: ``ticket_creation.policies`` of pipeline.yaml).
-    :param group_issues: one ticket per (repository, rule) group (default from pipeline.yaml).
+    :param max_tickets: lowers every policy's cap for this run; None: the policies' caps (templated; >= 1).
+    :param policies: the ticket policies (``ticket_creation.policies`` of pipeline.yaml: ``TicketPolicy`` models or
+        their dicts).
+    :param group_issues: one ticket per (repository, rule) group.
     """
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "max_tickets")
@@ -38,20 +38,19 @@ class PlanTicketsOperator(FindingsBaseOperator):
         self,
         *,
         max_tickets: Any = None,
-        policies: Sequence[TicketPolicy | dict] | None = None,
-        group_issues: bool | None = None,
+        policies: Sequence[TicketPolicy | dict[str, Any]],
+        group_issues: bool = _TICKETS.group_issues,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.max_tickets = max_tickets
-        self.policies = policies
+        self.policies = TicketPolicy.coerce_all(policies)
         self.group_issues = group_issues
 
     def run(self, context: Any) -> dict[str, Any]:
-        cfg = load_pipeline_config().ticket_creation
-        group_issues = cfg.group_issues if self.group_issues is None else as_bool(self.group_issues, "group_issues")
+        group_issues = as_bool(self.group_issues, "group_issues")
         warehouse = self.warehouse_hook.get_warehouse()
-        plans = tickets.plan_policies(warehouse, _policies(cfg, self.policies), group_issues=group_issues,
+        plans = tickets.plan_policies(warehouse, self.policies, group_issues=group_issues,
                                       max_tickets=as_optional_int(self.max_tickets, "max_tickets", minimum=1))
         reasons = [r for p in plans if (r := p.over_cap)]
         approval.record_plan(warehouse, approval.TICKETS, context.get("run_id"), reasons=reasons,
@@ -81,10 +80,11 @@ class CreateTicketsOperator(FindingsBaseOperator):
 
     :param dry_run: record the plan (``planned`` rows) without calling the API (templated).
     :param tracker_project_id: issue-tracker project (digits); None: the integration's default (templated).
-    :param max_tickets: lowers every policy's cap for this run; None: pipeline.yaml's caps (templated; >= 1).
-    :param policies: ticket policies (default: ``ticket_creation.policies`` of pipeline.yaml).
-    :param tickets_per_call: tickets per request, 1..20 (default from pipeline.yaml).
-    :param group_issues: one ticket per (repository, rule) group (default from pipeline.yaml).
+    :param max_tickets: lowers every policy's cap for this run; None: the policies' caps (templated; >= 1).
+    :param policies: the ticket policies (``ticket_creation.policies`` of pipeline.yaml: ``TicketPolicy`` models or
+        their dicts).
+    :param tickets_per_call: tickets per request, 1..20.
+    :param group_issues: one ticket per (repository, rule) group.
     """
 
     operator_extra_links = (FindingsTicketedLink(), TicketsCreatedLink(),)
@@ -103,30 +103,29 @@ class CreateTicketsOperator(FindingsBaseOperator):
         dry_run: Any = False,
         tracker_project_id: Any = None,
         max_tickets: Any = None,
-        policies: Sequence[TicketPolicy | dict] | None = None,
-        tickets_per_call: int | None = None,
-        group_issues: bool | None = None,
+        policies: Sequence[TicketPolicy | dict[str, Any]],
+        tickets_per_call: int = _TICKETS.tickets_per_call,
+        group_issues: bool = _TICKETS.group_issues,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.tracker_project_id = tracker_project_id
         self.max_tickets = max_tickets
-        self.policies = policies
+        self.policies = TicketPolicy.coerce_all(policies)
         self.tickets_per_call = tickets_per_call
         self.group_issues = group_issues
 
     def run(self, context: Any) -> dict[str, Any]:
-        cfg = load_pipeline_config().ticket_creation
         dry_run = as_bool(self.is_dry_run, "dry_run")
-        tracker = as_optional_digits(self.tracker_project_id, "tracker_project_id") or cfg.tracker_project_id
-        per_call = as_int(self.tickets_per_call or cfg.tickets_per_call, "tickets_per_call",
+        tracker = as_optional_digits(self.tracker_project_id, "tracker_project_id")
+        per_call = as_int(self.tickets_per_call, "tickets_per_call",
                           minimum=TICKETS_LIMIT.minimum, maximum=TICKETS_LIMIT.maximum)
-        group_issues = cfg.group_issues if self.group_issues is None else as_bool(self.group_issues, "group_issues")
+        group_issues = as_bool(self.group_issues, "group_issues")
         out = tickets.run_tickets(
             None if dry_run else self.api_hook.client,
             self.warehouse_hook.get_warehouse(),
-            _policies(cfg, self.policies),
+            self.policies,
             dry_run=dry_run,
             tracker_project_id=tracker,
             tickets_per_call=per_call,

@@ -5,18 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from findings_provider.config import TriagePolicy, load_pipeline_config
+from findings_provider.client.limits import TRIAGE_LIMIT
+from findings_provider.config import TriageConfig, TriagePolicy
 from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator, responder
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTriagedLink
 from findings_provider.pipeline import approval, triage
-from findings_provider.values import as_bool, as_int_list, as_optional_int
+from findings_provider.values import as_bool, as_int, as_int_list, as_optional_int
 
 __all__ = ["ApprovalBranchOperator", "BulkTriageOperator", "PlanTriageOperator", "TriageApprovalOperator"]
 
 
-def _policies(policies: Sequence[TriagePolicy | dict] | None) -> list[TriagePolicy]:
-    return TriagePolicy.coerce_all(policies, lambda: load_pipeline_config().autotriage_triage.policies)
+#: The defaults of pipeline.yaml's ``autotriage_triage``: an argument left out takes its value from here.
+_TRIAGE = TriageConfig()
+
+
+def _chunk_size(value: Any) -> int:
+    return as_int(value, "chunk_size", minimum=TRIAGE_LIMIT.minimum, maximum=TRIAGE_LIMIT.maximum)
 
 
 def _identity(context: Any) -> tuple[str | None, str | None]:
@@ -39,8 +44,9 @@ class PlanTriageOperator(FindingsBaseOperator):
         (templated; >= 0).
     :param max_findings: lowers every policy's cap for this run; None: the caps of pipeline.yaml (templated;
         >= 1; a larger value than a policy's cap does not raise it).
-    :param policies: triage policies (default: ``autotriage_triage.policies`` of pipeline.yaml).
-    :param chunk_size: ids per request, 1..3000 (default from pipeline.yaml).
+    :param policies: the triage policies (``autotriage_triage.policies`` of pipeline.yaml: ``TriagePolicy`` models
+        or their dicts).
+    :param chunk_size: ids per request, 1..3000.
     """
 
     lineage_writes = ("triage_actions",)
@@ -56,24 +62,23 @@ class PlanTriageOperator(FindingsBaseOperator):
         dry_run: Any = False,
         approval_threshold: Any = None,
         max_findings: Any = None,
-        policies: Sequence[TriagePolicy | dict] | None = None,
-        chunk_size: int | None = None,
+        policies: Sequence[TriagePolicy | dict[str, Any]],
+        chunk_size: int = _TRIAGE.chunk_size,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.approval_threshold = approval_threshold
         self.max_findings = max_findings
-        self.policies = policies
+        self.policies = TriagePolicy.coerce_all(policies)
         self.chunk_size = chunk_size
 
     def run(self, context: Any) -> dict[str, Any]:
-        cfg = load_pipeline_config().autotriage_triage
         dry_run = as_bool(self.is_dry_run, "dry_run")
         threshold = as_optional_int(self.approval_threshold, "approval_threshold", minimum=0)
         max_findings = as_optional_int(self.max_findings, "max_findings", minimum=1)
         warehouse = self.warehouse_hook.get_warehouse()
-        plans = triage.plan_triage(warehouse, _policies(self.policies), chunk_size=self.chunk_size or cfg.chunk_size,
+        plans = triage.plan_triage(warehouse, self.policies, chunk_size=_chunk_size(self.chunk_size),
                                    max_findings=max_findings)
         reasons = triage.approval_reasons(plans, threshold)
         dag_id, run_id = _identity(context)
@@ -134,8 +139,9 @@ class BulkTriageOperator(FindingsBaseOperator):
 
     :param action_ids: recorded requests to execute (templated); None: plan now.
     :param dry_run: when planning here, only record the plan (templated).
-    :param policies: triage policies when planning here (default: pipeline.yaml).
-    :param chunk_size: ids per request when planning here, 1..3000 (default: pipeline.yaml).
+    :param policies: the triage policies (``autotriage_triage.policies`` of pipeline.yaml): the plan's requests
+        are re-read by them before they are sent.
+    :param chunk_size: ids per request when planning here, 1..3000.
     """
 
     operator_extra_links = (FindingsTriagedLink(),)
@@ -151,23 +157,22 @@ class BulkTriageOperator(FindingsBaseOperator):
         *,
         action_ids: Any = None,
         dry_run: Any = False,
-        policies: Sequence[TriagePolicy | dict] | None = None,
-        chunk_size: int | None = None,
+        policies: Sequence[TriagePolicy | dict[str, Any]],
+        chunk_size: int = _TRIAGE.chunk_size,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.action_ids = action_ids
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
-        self.policies = policies
+        self.policies = TriagePolicy.coerce_all(policies)
         self.chunk_size = chunk_size
 
     def run(self, context: Any) -> dict[str, Any]:
         warehouse = self.warehouse_hook.get_warehouse()
-        policies = _policies(self.policies)
+        policies = self.policies
         dag_id, run_id = _identity(context)
         if self.action_ids is None:
-            cfg = load_pipeline_config().autotriage_triage
-            plans = triage.plan_triage(warehouse, policies, chunk_size=self.chunk_size or cfg.chunk_size)
+            plans = triage.plan_triage(warehouse, policies, chunk_size=_chunk_size(self.chunk_size))
             over = triage.approval_reasons(plans, None)
             if over:
                 raise approval.ApprovalError(
