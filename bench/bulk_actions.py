@@ -7,14 +7,16 @@ to the last warehouse write:
   ``false_positive``) is planned by ``pipeline.triage.plan_triage``, cut to its first ``--triage`` findings
   (chunks of 3000, as the planner cuts them), recorded by ``record_plan`` and executed by ``execute_plan``: the
   planned findings re-read from the service (the fresh state before the write), one bulk-triage request per
-  chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in the warehouse;
+  chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in the warehouse and read back
+  from the service (``freshness.settle``: the warehouse equals the service for what was written);
 - tickets: ``pipeline.tickets.plan_policies`` with a benchmark policy (every open code finding, so that there
   are enough (repository, rule) groups), its candidates re-read from the service and cut to the first
   ``--groups`` groups by ``fresh_batches`` (batches of 20 groups), sent by ``create_tickets``; outcomes recorded
-  per finding.
+  per finding, then the findings the requests named read back (``settle_batches``).
 
 Requests are counted from the emulator's request log and compared with ceil(N/3000) and ceil(groups/20); the
-re-reads (findings requests) with ceil(candidates/3000) + 1.
+re-reads before the write (findings requests) with ceil(candidates/3000) + 1, the reads after it with
+ceil(written/3000) + 1.
 
     python bench/bulk_actions.py --base-url http://127.0.0.1:8900 --token T --slug acme --deployment-id 1 \
         --database-url sqlite:////tmp/bulk.db --triage 10000 --groups 500 --out bulk.json
@@ -73,8 +75,11 @@ def main() -> None:
             "selected": len(selected), "seconds": seconds, "findings_per_s": len(selected) / seconds,
             "requests": requests["by_operation"].get("triage", 0),
             "expected_requests": math.ceil(len(selected) / TRIAGE_LIMIT.maximum),
-            "reread_requests": requests["by_operation"].get("findings", 0),
+            "reread_requests": counts["reread_requests"],
             "reread_budget": math.ceil(len(selected) / FINDINGS_PAGE_SIZE.maximum) + 1, "dropped": counts["dropped"],
+            "settle_requests": counts["settle_requests"], "settled": counts["settled"],
+            "settle_budget": math.ceil(counts["settled"] / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "findings_requests": requests["by_operation"].get("findings", 0),
             "triaged_by_service": counts["triaged"], "warehouse_rows_refreshed": counts["refreshed"],
         }
 
@@ -88,6 +93,8 @@ def main() -> None:
                                                allowed={ticket_policy.name: args.groups}, run_id="bench-tickets")
         groups = sum(len(b.groups) for b in chosen)
         tally = tickets.create_tickets(client, warehouse, chosen, run_id="bench-tickets")
+        settled: dict[str, Any] = {}
+        tickets.settle_batches(client, warehouse, chosen, {ticket_policy.name: ticket_policy.selector}, settled)
         seconds = time.perf_counter() - started
         requests = count_requests(emulator_requests(admin))
         out["tickets"] = {
@@ -95,8 +102,11 @@ def main() -> None:
             "seconds": seconds, "groups_per_s": groups / seconds,
             "requests": requests["by_operation"].get("tickets", 0),
             "expected_requests": math.ceil(groups / TICKETS_LIMIT.maximum),
-            "candidates": len(ticket_plan.selected), "reread_requests": requests["by_operation"].get("findings", 0),
+            "candidates": len(ticket_plan.selected), "reread_requests": reread["reread_requests"],
             "reread_budget": math.ceil(len(ticket_plan.selected) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "settle_requests": settled["settle_requests"], "settled": settled["settled"],
+            "settle_budget": math.ceil(sum(len(b.ids) for b in chosen) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "findings_requests": requests["by_operation"].get("findings", 0),
             "dropped": reread["dropped"],
             "tickets_created": tally.tickets, "succeeded": tally.succeeded, "failed": tally.failed,
             "skipped": tally.skipped,

@@ -119,11 +119,14 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"| tickets (`pipeline.tickets`: plan, re-read, create, record) | {k['groups']} groups, "
             f"{k['findings']:,} findings | {k['requests']} ({k['expected_requests']}) | {k['seconds']:.2f} | "
             f"{k['groups_per_s']:.0f} groups/s |", "",
-            "Fresh re-read right before the write (`pipeline.freshness`: findings requests, budget "
-            "ceil(candidates/3000) + 1 per policy):", "",
-            "| write | candidates | re-read requests (budget) | dropped |", "|---|---|---|---|",
-            f"| triage | {t['selected']:,} | {t['reread_requests']} ({t['reread_budget']}) | {t['dropped']} |",
-            f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} |",
+            "Fresh re-read right before the write and read-back after it (`pipeline.freshness`: findings "
+            "requests; budgets ceil(candidates/3000) + 1 and ceil(written/3000) + 1 per policy):", "",
+            "| write | candidates | re-read requests (budget) | dropped | read back | read-back requests (budget) |",
+            "|---|---|---|---|---|---|",
+            f"| triage | {t['selected']:,} | {t['reread_requests']} ({t['reread_budget']}) | {t['dropped']} | "
+            f"{t.get('settled', '-')} | {t.get('settle_requests', '-')} ({t.get('settle_budget', '-')}) |",
+            f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} | "
+            f"{k.get('settled', '-')} | {k.get('settle_requests', '-')} ({k.get('settle_budget', '-')}) |",
             ""]
     if "dialects" in results:
         lines += ["## Wire dialects", "", "`bench/dialects.py`: the same seed served in the reference's dialect "

@@ -12,7 +12,8 @@ manual trigger.
   findings). Because the API's `since` filters on `relevant_since` only, status and triage changes of older
   findings are caught by a full pull: with `full_refresh`, once in every period of `full_refresh_max_age_hours`
   (aligned on 00:00 UTC; default 24: the first run of each UTC day is a full pull, so such changes arrive within
-  a day), and on `full_refresh_weekday` (kept for compatibility; either trigger suffices, null disables one). Secrets
+  a day; the day a run stands for, by its logical date: a backfill or a re-run behaves like that day), and on
+  `full_refresh_weekday` (kept for compatibility; either trigger suffices, null disables one). Secrets
   have no `since` filter and are always pulled completely. Values the warehouse cannot hold (an integer beyond
   64 bits, a NUL character) do not fail the task: the finding is stored with that field null (skipped when its
   id is unusable) and the result counts them in `rejected`, with a sample of `{id, field, reason}`.

@@ -112,3 +112,22 @@ def test_publish_says_why_nothing_was_published(capsys: pytest.CaptureFixture[st
     assert events[op.alias].added == []
     captured = capsys.readouterr()
     assert f"{said}{SCANS.uri} is not updated" in captured.out + captured.err
+
+
+def test_a_run_stands_for_its_logical_date_or_else_the_time_it_was_due() -> None:
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from findings_provider.operators.findings import run_stands_for
+
+    logical = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    due = datetime(2026, 11, 21, 3, tzinfo=timezone.utc)
+    assert run_stands_for({"logical_date": logical, "dag_run": SimpleNamespace(run_after=due)}) == logical
+    import pendulum  # what Airflow gives: made a plain datetime, which periods can divide
+
+    stands_for = run_stands_for({"logical_date": pendulum.datetime(2026, 11, 20, 5, 30)})
+    assert type(stands_for) is datetime
+    assert stands_for == datetime(2026, 11, 20, 5, 30, tzinfo=timezone.utc)
+    # an Asset-triggered run has no logical date in Airflow 3: the time it was due to run
+    assert run_stands_for({"logical_date": None, "dag_run": SimpleNamespace(run_after=due)}) == due
+    assert run_stands_for({}) is None  # outside a run: the clock decides

@@ -253,6 +253,33 @@ def test_status_changes_of_older_findings_arrive_with_the_first_run_of_the_next_
     assert later["full"] is False  # one full pull per day
 
 
+def test_the_daily_full_pull_follows_the_day_a_run_stands_for_not_the_clock(api: FakeApi, warehouse) -> None:
+    api.findings["sast"] = [finding(i, minutes_ago=24 * 60 + 180 * i) for i in range(1, 6)]
+    day = timedelta(hours=24)
+
+    def pull(at_clock: timedelta, stands_for: datetime, run_id: str) -> dict:
+        return run(api, warehouse, now=NOW + at_clock, logical_date=stands_for, run_id=run_id,
+                   full_refresh_max_age=day)["issue_types"]["sast"]
+
+    assert pull(0 * HOUR, NOW, "scheduled__today")["full"] is True  # the first run that stands for today
+    assert pull(1 * HOUR, NOW + HOUR, "asset__1")["full"] is False  # today is reconciled
+    rerun = pull(2 * HOUR, NOW, "scheduled__today")  # the run that reconciled today, run again: again
+    assert (rerun["full"], rerun["reason"]) == (
+        True, "a re-run of scheduled__today, the run that reconciled the period from 2026-11-18 00:00 UTC")
+    backfill = pull(3 * HOUR, NOW - 3 * day, "backfill__1")  # a day no run reconciled, after today's full pull
+    assert (backfill["full"], backfill["reason"]) == (True, "no full refresh since 2026-11-15 00:00 UTC (one per 24 h)")
+    assert pull(4 * HOUR, NOW - 3 * day + HOUR, "backfill__2")["full"] is False  # that day is reconciled now
+    # the clock past midnight decides nothing: a run standing for today is still today's
+    assert pull(13 * HOUR, NOW + 2 * HOUR, "asset__2")["full"] is False
+    assert pull(14 * HOUR, NOW + 11 * HOUR, "asset__3")["full"] is False  # 23:00, run late
+    assert pull(15 * HOUR, NOW + 12 * HOUR, "scheduled__next_day")["full"] is True
+    weekday = (NOW - 2 * day).weekday()  # the weekly trigger follows the logical date's weekday too
+    assert extraction.full_refresh_reason(warehouse, "sast", weekday=weekday, max_age=None, now=NOW + 7 * day,
+                                          logical_date=NOW - 2 * day) == "weekly full refresh"
+    assert extraction.full_refresh_reason(warehouse, "sast", weekday=weekday, max_age=None,
+                                          now=NOW + 6 * day) is None  # the clock's weekday: not that one
+
+
 @pytest.mark.parametrize(
     ("on_weekday", "max_age_hours", "last_hours_ago", "expected"),
     [

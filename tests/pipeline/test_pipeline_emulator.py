@@ -230,10 +230,24 @@ def test_lost_ticket_response_creates_no_duplicates(fresh_emulator, emulator_cli
     assert ticketed_ids(fresh_emulator, emulator_client) == made
 
 
+def test_a_server_error_that_did_nothing_is_sent_again_in_the_same_run(fresh_emulator, emulator_client, warehouse,
+                                                                       monkeypatch) -> None:
+    monkeypatch.setattr(tickets, "RESEND_DELAYS", (0.0, 0.0))
+    extraction.run_extraction(emulator_client, warehouse, ["sast"])
+    sast_policy = [p for p in CONFIG.ticket_creation.policies if p.issue_type == "sast"]
+    fresh_emulator.add_fault(operation="tickets", schedule=["500"])  # the service failed: nothing created
+    tally = tickets.create_tickets(emulator_client, warehouse, tickets.plan_tickets(warehouse, sast_policy),
+                                   run_id="r1")
+    assert tally.resent > 0
+    assert (tally.succeeded, tally.failed) == (tally.resent, 0)
+    assert max(ticketed_ids(fresh_emulator, emulator_client).values()) == 1
+
+
 def test_failed_ticket_requests_are_retried_by_the_next_run(fresh_emulator, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     sast_policy = [p for p in CONFIG.ticket_creation.policies if p.issue_type == "sast"]
-    fresh_emulator.add_fault(operation="tickets", schedule=["500"])  # refused: nothing created, outcome unknown
+    # a gateway's answer: nothing created, but nothing proves the service is done with it: the next run re-reads
+    fresh_emulator.add_fault(operation="tickets", schedule=["502"])
     first = tickets.create_tickets(emulator_client, warehouse, tickets.plan_tickets(warehouse, sast_policy),
                                    run_id="r1")
     assert first.succeeded == 0

@@ -243,3 +243,87 @@ def test_approval_body_shows_service_data_as_inert_cells(api: FakeApi, warehouse
     policies, groups = table_rows(body)[:2], table_rows(body)[2:]  # fails on any link, image, HTML, emphasis
     assert [row[0] for row in policies] == ["code-true-positives", "reachable-supply-chain"]
     assert groups == [[hostile, "r*1*", "1"]]
+
+
+def answers(*responses):
+    """A tickets handler that answers with ``responses`` in turn (an ``int``: that status, no body), then as the
+    service does."""
+    queue = list(responses)
+
+    def handler(api: FakeApi, body: dict) -> httpx.Response:
+        return httpx.Response(queue.pop(0)) if queue else api.create_tickets(body)
+
+    return handler
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_server_error_that_did_nothing_is_sent_again_in_the_same_run(api: FakeApi, warehouse, monkeypatch,
+                                                                       status: int) -> None:
+    monkeypatch.setattr(tickets, "RESEND_DELAYS", (0.0, 0.0))
+    seed(api, warehouse, sca=[])
+    handler = answers(status)
+    api.tickets_handler = lambda body: handler(api, body)
+    tally = run(api, warehouse)
+    # the re-read proved that nothing happened (no ticket, nothing changed): the same request again, this run
+    assert [sorted(int(i) for i in b["issue_ids"]) for b in sent(api)] == [[1, 2, 3], [1, 2, 3]]
+    assert (tally.requests, tally.resent, tally.succeeded, tally.failed) == (2, 3, 3, 0)
+    assert sorted(outcomes(warehouse)) == [("sast", i, "succeeded") for i in (1, 2, 3)]
+
+
+def test_resends_are_bounded_and_what_is_left_is_retried_next_run(api: FakeApi, warehouse, monkeypatch) -> None:
+    monkeypatch.setattr(tickets, "RESEND_DELAYS", (0.0, 0.0))
+    seed(api, warehouse, sca=[])
+    handler = answers(503, 503, 503, 503)
+    api.tickets_handler = lambda body: handler(api, body)
+    tally = run(api, warehouse)
+    assert len(sent(api)) == 1 + len(tickets.RESEND_DELAYS)
+    assert (tally.failed, tally.fail_reasons) == (3, {tickets.LOST: 3})
+    assert len(tickets.plan_tickets(warehouse, POLICIES)) == 1  # the next run re-reads and sends them
+
+
+@pytest.mark.parametrize("case", ["no answer", "gateway timeout", "a ticket appeared", "a person acted"])
+def test_a_lost_answer_is_not_sent_again_unless_proven_undone(api: FakeApi, warehouse, monkeypatch,
+                                                              case: str) -> None:
+    monkeypatch.setattr(tickets, "RESEND_DELAYS", (0.0, 0.0))
+    seed(api, warehouse, sca=[])
+
+    def lose(body: dict) -> httpx.Response:
+        api.tickets_handler = None
+        if case == "no answer":
+            raise httpx.ReadTimeout("the client timed out; the service may still be working")
+        if case == "a ticket appeared":  # it did part of the work before it failed
+            api.by_id("sast", 2)["external_ticket"] = {"id": 77, "url": "https://tracker/77", "externalSlug": "T-77"}
+        if case == "a person acted":
+            api.by_id("sast", 3)["status"] = "reviewing"
+        return httpx.Response(504 if case == "gateway timeout" else 500)
+
+    api.tickets_handler = lose
+    tally = run(api, warehouse)
+    assert len(sent(api)) == 1
+    assert tally.resent == 0
+    if case == "a ticket appeared":
+        assert ("sast", 2, "succeeded") in outcomes(warehouse)  # recorded from the re-read
+    else:
+        assert tally.succeeded == 0
+
+
+def test_tickets_a_lost_request_created_later_are_recorded_once_the_warehouse_holds_them(api: FakeApi,
+                                                                                         warehouse) -> None:
+    seed(api, warehouse, sca=[])
+
+    def lose(body: dict) -> httpx.Response:
+        api.tickets_handler = None
+        raise httpx.ReadTimeout("the client timed out; the service goes on working")
+
+    api.tickets_handler = lose
+    assert run(api, warehouse).failed == 3  # no ticket yet on the re-read
+    assert tickets.unseen_ticket_suspects(warehouse, "sast") == {1, 2, 3}
+    api.create_tickets(sent(api)[0])  # the service finishes the request after all
+    extraction.run_extraction(api.client(), warehouse, ["sast"], now=NOW, full_refresh=True, page_size=100)
+    assert tickets.plan_tickets(warehouse, POLICIES) == []  # the warehouse knows their tickets
+
+    assert tickets.record_known_tickets(warehouse, "sast", "r2") == 3
+    latest = {finding_id: outcome for _, finding_id, outcome in outcomes(warehouse)}  # in the order recorded
+    assert latest == {1: "succeeded", 2: "succeeded", 3: "succeeded"}
+    assert tickets.unseen_ticket_suspects(warehouse, "sast") == set()
+    assert tickets.record_known_tickets(warehouse, "sast", "r3") == 0  # recorded once

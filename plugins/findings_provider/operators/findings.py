@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
@@ -11,6 +11,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 from findings_provider.alerts import alerts_config, deliver
 from findings_provider.client.canonical import ISSUE_TYPES
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.config import AlertsConfig, ExtractionConfig, FixDays, SlaConfig
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import SummaryReportLink
@@ -21,12 +22,23 @@ from findings_provider.values import ParamError, as_bool, as_int, as_optional_in
 _EXTRACTION = ExtractionConfig()
 
 
+def run_stands_for(context: Any) -> datetime | None:
+    """The time a run stands for: its logical date; an Asset-triggered run has none (Airflow 3), then the time it
+    was due to run (``run_after``); None outside a run (the clock decides). A plain UTC ``datetime`` (Airflow gives
+    pendulum's, whose differences do not divide by a ``timedelta``)."""
+    logical = context.get("logical_date")
+    if logical is None:
+        logical = getattr(context.get("dag_run"), "run_after", None)
+    return parse_timestamp(logical.isoformat()) if isinstance(logical, datetime) else None
+
+
 class ExtractFindingsOperator(FindingsBaseOperator):
     """Pull findings of each issue type into the warehouse, incrementally, streaming page by page.
 
     Each pull starts at the issue type's watermark minus an overlap; everything when there is none, on
     ``full_refresh``, once in every period of ``full_refresh_max_age_hours`` (aligned on 00:00 UTC; status and
-    triage changes reach the warehouse only through a full pull), and on ``full_refresh_weekday``. Pages of
+    triage changes reach the warehouse only through a full pull), and on ``full_refresh_weekday``: the period and
+    the weekday of the run's logical date, so a backfill or a re-run behaves like the day it stands for. Pages of
     ``page_size`` are upserted one transaction each; the watermark advances only after the whole pull succeeded, and
     never past the run's start (plus a small clock skew). ``secrets`` are listed through their own cursor-paged
     operation and always pulled completely. Values the warehouse cannot hold do not fail the task: they are counted
@@ -88,6 +100,8 @@ class ExtractFindingsOperator(FindingsBaseOperator):
             full_refresh_max_age=None if max_age is None else timedelta(hours=float(max_age)),
             overlap=timedelta(minutes=overlap),
             page_size=page_size,
+            logical_date=run_stands_for(context),
+            run_id=context.get("run_id"),
         )
         context["ti"].xcom_push(key="written", value=result["written"])
         return result
@@ -125,7 +139,7 @@ class FindingsSummaryOperator(FindingsBaseOperator):
         self.alerts = alerts_config(alerts)
 
     def run(self, context: Any) -> dict[str, Any]:
-        from datetime import datetime, timezone
+        from datetime import timezone
 
         from findings_provider.dashboard.links import dashboard_url
         from findings_provider.pipeline.summary import (

@@ -189,7 +189,8 @@ class BulkTriageOperator(FindingsBaseOperator):
                 raise approval.ApprovalError(f"not triaging: {problem}")
         counts = triage.execute_plan(self.api_hook.client, warehouse, action_ids, policies)
         self.log.info("bulk triage: %d request(s) sent, %d findings triaged, %d warehouse rows refreshed, %d "
-                      "dropped by the fresh re-read (%d requests)%s", counts["requests"], counts["triaged"],
-                      counts["refreshed"], counts["dropped"], counts["reread_requests"],
+                      "dropped by the fresh re-read (%d requests), %d read back after the write (%d requests)%s",
+                      counts["requests"], counts["triaged"], counts["refreshed"], counts["dropped"],
+                      counts["reread_requests"], counts["settled"], counts["settle_requests"],
                       f"; {counts['skipped_dry_run']} dry-run request(s) not sent" if counts["skipped_dry_run"] else "")
         return {**counts, "actions": len(action_ids)}

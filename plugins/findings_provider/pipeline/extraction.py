@@ -10,7 +10,10 @@ Because ``since`` filters on ``relevant_since`` only, status and triage changes 
 an incremental pull; a full pull reconciles them. It runs on request, once in every period of
 ``full_refresh_max_age`` (periods aligned on 00:00 UTC; the configured default, 24 hours, makes the first run of
 each UTC day a full pull: the daily scheduled run at midnight), and on ``full_refresh_weekday`` when the last one
-is at least ``FULL_REFRESH_MIN_AGE`` old; either trigger suffices and None disables it. What remains stale, and
+is at least ``FULL_REFRESH_MIN_AGE`` old; either trigger suffices and None disables it. The period and the weekday
+are those of the run's logical date, not of the clock: a backfill, a catch-up run or a re-run of yesterday's run
+behaves like the day it stands for (the run that reconciled a period, run again, reconciles it again; a day no run
+reconciled is reconciled by the first run that stands for it). What remains stale, and
 why: a status or triage change reaches the warehouse with the next full pull, at most one period later (a day,
 plus the run's own duration and scheduling delay). Findings that leave the service's result (fixed, removed) keep
 their last stored state until then too (``not_seen`` counts them). The writes (triage, tickets) do not depend
@@ -72,6 +75,15 @@ def watermark_key(issue_type: str) -> str:
 
 def full_refresh_key(issue_type: str) -> str:
     return f"findings_extraction.last_full_refresh.{issue_type}"
+
+
+def reconciled_key(issue_type: str) -> str:
+    """The periods a full pull of ``issue_type`` reconciled: period start -> the run id that did it."""
+    return f"findings_extraction.reconciled_periods.{issue_type}"
+
+
+#: Periods kept in :func:`reconciled_key`'s record (the newest; a backfill further back than this reconciles again).
+PERIODS_KEPT = 400
 
 
 @dataclass
@@ -317,24 +329,34 @@ def full_refresh_reason(
     weekday: int | None,
     max_age: timedelta | None,
     now: datetime,
+    logical_date: datetime | None = None,
+    run_id: str | None = None,
 ) -> str | None:
     """Why a full pull of ``issue_type`` is due, or None when it is not.
 
-    Due when no full refresh was made in the current period of ``max_age`` (periods aligned on 00:00 UTC: with
-    24 hours, the first run of each UTC day), or on ``weekday`` when the last one is at least
-    ``FULL_REFRESH_MIN_AGE`` old (never recorded counts as old). Either suffices; None disables a trigger.
+    Due when no full pull reconciled the period of ``max_age`` that holds the run's ``logical_date`` (default
+    ``now``; periods aligned on 00:00 UTC: with 24 hours, the first run that stands for each UTC day), or when the
+    run that did is this one (``run_id``) run again; or on ``weekday`` (of the logical date) when the last full
+    pull is at least ``FULL_REFRESH_MIN_AGE`` old (never recorded counts as old). Either suffices; None disables a
+    trigger.
     """
-    if max_age is None and (weekday is None or now.weekday() != weekday):
+    at = logical_date or now
+    if max_age is None and (weekday is None or at.weekday() != weekday):
         return None
     last = parse_timestamp(warehouse.get_state(full_refresh_key(issue_type)))
-    if weekday is not None and now.weekday() == weekday and (last is None or now - last >= FULL_REFRESH_MIN_AGE):
+    if weekday is not None and at.weekday() == weekday and (last is None or now - last >= FULL_REFRESH_MIN_AGE):
         return "weekly full refresh"
     if max_age is not None:
         if last is None:
             return "no full refresh yet"
-        start = period_start(now, max_age)
-        if last < start:
+        start = period_start(at, max_age)
+        done_by = (warehouse.get_state(reconciled_key(issue_type)) or {}).get(start.isoformat())
+        if done_by is None and period_start(last, max_age) == start:
+            done_by = ""  # reconciled, by a run that did not record its id
+        if done_by is None:
             return f"no full refresh since {start:%Y-%m-%d %H:%M} UTC (one per {max_age.total_seconds() / 3600:g} h)"
+        if run_id is not None and done_by == run_id:
+            return f"a re-run of {run_id}, the run that reconciled the period from {start:%Y-%m-%d %H:%M} UTC"
     return None
 
 
@@ -347,6 +369,8 @@ def pull_since(
     overlap: timedelta,
     now: datetime,
     full_refresh_max_age: timedelta | None = None,
+    logical_date: datetime | None = None,
+    run_id: str | None = None,
 ) -> tuple[datetime | None, str]:
     """Where the next pull of ``issue_type`` starts (None: everything) and why."""
     if issue_type == "secrets":
@@ -354,7 +378,8 @@ def pull_since(
     if full_refresh:
         return None, "full refresh requested"
     reason = full_refresh_reason(
-        warehouse, issue_type, weekday=full_refresh_weekday, max_age=full_refresh_max_age, now=now
+        warehouse, issue_type, weekday=full_refresh_weekday, max_age=full_refresh_max_age, now=now,
+        logical_date=logical_date, run_id=run_id,
     )
     if reason is not None:
         return None, reason
@@ -377,10 +402,13 @@ def run_extraction(
     overlap: timedelta = timedelta(hours=1),
     page_size: int = FINDINGS_PAGE_SIZE.maximum,
     now: datetime | None = None,
+    logical_date: datetime | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Pull each issue type and advance its watermark after its pull succeeded; return the counts per type.
 
-    A full pull is made on ``full_refresh``, when the last one is older than ``full_refresh_max_age``, and on
+    A full pull is made on ``full_refresh``, once per period of ``full_refresh_max_age`` (the period holding the
+    run's ``logical_date``, default ``now``; ``run_id`` tells a re-run of the run that reconciled it), and on
     ``full_refresh_weekday`` (at most once in ``FULL_REFRESH_MIN_AGE``); None disables a trigger. A failing type
     does not undo the others: their watermarks are saved, then the first error is raised.
     """
@@ -399,6 +427,8 @@ def run_extraction(
             full_refresh_max_age=full_refresh_max_age,
             overlap=overlap,
             now=now,
+            logical_date=logical_date,
+            run_id=run_id,
         )
         log.info("pulling %s findings: %s", issue_type, reason)
         try:
@@ -408,6 +438,9 @@ def run_extraction(
             error = error or exc
             continue
         _save_progress(warehouse, result, now)
+        if result.full and full_refresh_max_age is not None:
+            _record_reconciled(warehouse, issue_type, period_start(logical_date or now, full_refresh_max_age),
+                               run_id)
         results[issue_type] = {**result.as_dict(), "reason": reason}
         log.info(
             "%s: %d requests, %d pages, %d findings (%d duplicates dropped), %d rows written, watermark %s%s",
@@ -428,6 +461,14 @@ def run_extraction(
         "rejected": sum(r["rejected"] for r in results.values()),
         "future_dated": sum(r["future_dated"] for r in results.values()),
     }
+
+
+def _record_reconciled(warehouse: Warehouse, issue_type: str, start: datetime, run_id: str | None) -> None:
+    """Record that ``run_id`` reconciled the period from ``start`` (the newest ``PERIODS_KEPT`` are kept)."""
+    periods = dict(warehouse.get_state(reconciled_key(issue_type)) or {})
+    periods.setdefault(start.isoformat(), run_id or "")
+    newest = sorted(periods)[-PERIODS_KEPT:]
+    warehouse.set_state(reconciled_key(issue_type), {k: periods[k] for k in newest})
 
 
 def _save_progress(warehouse: Warehouse, result: PullResult, now: datetime) -> None:

@@ -4,6 +4,8 @@ The warehouse's copy of a finding can be a day old, and a person may have acted 
 ``reviewing``, ignored it, reopened it, given it a ticket. Before triage or ticket creation sends anything, the
 policy's candidates are read again in one filtered findings pull (the policy's selector mapped to the API's
 filters, starting at the oldest candidate's ``relevant_since``), at most ``ceil(candidates / 3000) + 1`` pages.
+After the write, ``settle`` reads the findings it named once more and stores the service's rows: the warehouse
+equals the service for everything the run wrote, in the same run.
 A candidate is kept only when the service still lists it, its status, triage state and ticket are what the
 warehouse had, it still matches the selector, and no earlier write of the same policy was undone by a person
 (see ``ledger``). Every other candidate is dropped with its reason (table ``dropped_findings``). The fresh rows
@@ -25,7 +27,7 @@ from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import FindingSelector
 from findings_provider.pipeline import ledger
-from findings_provider.pipeline.selection import SelectedFinding
+from findings_provider.pipeline.selection import SelectedFinding, select_by_ids
 from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, finding_rows
 from findings_provider.warehouse.schema import dropped_findings
 
@@ -205,6 +207,66 @@ def reread(
              len(candidates), issue_type, out.requests, len(out.kept), len(out.dropped),
              out.summary()["drop_reasons"] or "")
     return out
+
+
+@dataclass
+class Settled:
+    """The outcome of a re-read after a write: how many of the findings it named were read back, in how many
+    requests; ``unseen``: those the service did not list within the budget (their copy is the write's patch)."""
+
+    named: int = 0
+    read_back: int = 0
+    requests: int = 0
+    unseen: list[int] = field(default_factory=list)
+
+
+def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
+           written: Iterable[int]) -> Settled:
+    """After a write: read again every finding it named (and the same-fingerprint findings the service reported
+    triaged with them) and store the service's rows, so that in the same run the warehouse equals the service for
+    each of them, what a person did a moment before the write included.
+
+    One pull with the policy's filters, without those a person changes (status) or that part twins (ref), from the
+    oldest written finding's ``relevant_since``: at most ``ceil(named / 3000) + 1`` requests (secrets: their whole
+    list). A finding not read back within that keeps the write's own patch, and is logged.
+    """
+    wanted = set(written)
+    out = Settled(named=len(wanted))
+    if not wanted:
+        return out
+    budget = None if issue_type == "secrets" else math.ceil(len(wanted) / FINDINGS_PAGE_SIZE.maximum) + 1
+    filters: dict[str, Any] = {}
+    if issue_type != "secrets":
+        filters = api_filters(issue_type, selector, _since(select_by_ids(warehouse, issue_type, sorted(wanted))),
+                              stateless=True)
+        filters.pop("ref", None)
+    fresh: dict[int, tuple[Any, ...]] = {}
+    out.requests, _ = _pull(client, warehouse, issue_type, filters, wanted, fresh, budget)
+    out.read_back = len(fresh)
+    out.unseen = sorted(wanted - fresh.keys())
+    log.info("after the write: %d of %d %s findings it named read back from the service in %d request(s)%s",
+             out.read_back, out.named, issue_type, out.requests,
+             f"; not listed within the budget: {out.unseen[:20]}" if out.unseen else "")
+    return out
+
+
+def settle_written(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
+                   written: Sequence[int], counts: dict[str, Any]) -> None:
+    """Read back what a policy's requests wrote (:func:`settle`) and add the cost to ``counts``
+    (``settle_requests``, ``settled``). A failed re-read is logged, never raised: the write itself is done and
+    recorded, and the write's own patch stays in the warehouse until the next extraction."""
+    if not written:
+        return
+    try:
+        settled = settle(client, warehouse, issue_type, selector, written)
+    except Exception as exc:
+        log.warning("reading back the %d %s findings just written failed (%s: %s): the warehouse keeps what the "
+                    "write set until the next extraction", len(set(written)), issue_type, type(exc).__name__, exc)
+        counts["settle_failed"] = counts.get("settle_failed", 0) + 1
+        return
+    counts["settle_requests"] = counts.get("settle_requests", 0) + settled.requests
+    counts["settled"] = counts.get("settled", 0) + settled.read_back
+
 
 
 def record_drops(

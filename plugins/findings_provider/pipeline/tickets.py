@@ -6,7 +6,9 @@ most 50 per group (the service's per-ticket cap), and sent in batches of at most
 never two groups of the same (repository, rule) in one request (the service would merge them into one ticket).
 
 Every outcome is one ``ticket_actions`` row per finding: ``succeeded`` (the warehouse row gets the ticket at
-once), ``failed`` (retried by a later run), ``skipped`` (reported, not retried) or ``planned`` (dry run). When a
+once), ``failed`` (retried by a later run), ``skipped`` (reported, not retried) or ``planned`` (dry run). After the
+run's requests, every finding they named is read back from the service and stored (``freshness.settle``), so
+the warehouse holds what the service holds, a person's act of a moment before the write included. When a
 response is lost (``AmbiguousWriteError``) the request is never re-sent blindly: the findings are re-read from
 the API and those that now carry a ticket are recorded as succeeded; only the rest stay retryable. If even the
 re-read fails they are recorded ``ambiguous`` and reconciled the same way at the start of the next run.
@@ -21,6 +23,7 @@ those that carry a ticket by then are recorded as succeeded instead.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,13 +37,19 @@ from findings_provider.client.canonical import as_int
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE, TICKETS_LIMIT
 from findings_provider.client.models import ExternalTicket
 from findings_provider.client.vocabulary import IssueType
-from findings_provider.config import TicketPolicy
+from findings_provider.config import FindingSelector, TicketPolicy
 from findings_provider.pipeline import approval, freshness, ledger
 from findings_provider.pipeline.approval import Cap
 from findings_provider.pipeline.patching import patch_findings
-from findings_provider.pipeline.selection import SelectedFinding, latest_ticket_outcomes, select_findings
+from findings_provider.pipeline.selection import (
+    SelectedFinding,
+    latest_ticket_outcomes,
+    select_by_ids,
+    select_findings,
+)
 from findings_provider.text import md_escape
 from findings_provider.warehouse import FINDING_COLUMNS, TicketAction, Warehouse
+from findings_provider.warehouse.batches import id_batches
 from findings_provider.warehouse.schema import findings, ticket_actions
 
 if TYPE_CHECKING:
@@ -89,6 +98,7 @@ class TicketTally:
     skipped: int = 0
     ambiguous: int = 0
     recovered: int = 0
+    resent: int = 0
     planned: int = 0
     skip_reasons: Counter[str] = field(default_factory=Counter)
     fail_reasons: Counter[str] = field(default_factory=Counter)
@@ -372,22 +382,14 @@ def create_tickets(
             limit=TICKETS_LIMIT.maximum,
             tracker_project_id=tracker_project_id,
         )
-        tally.requests += 1
-        try:
-            result = sender.create_tickets(request)
-            actions, tickets = _result_actions(batch, result, tally, run_id)
-        except Exception as exc:
-            if refused_before_processing(exc):
-                warehouse.set_state(IN_FLIGHT_KEY, None)
-                raise
-            log.warning("ticket request %d of %d: outcome unknown (%s: %s); re-reading its %d findings instead "
-                        "of sending it again", number, len(batches), type(exc).__name__, exc, len(batch.ids))
-            unresolved = _resolve_or_hold(sender, warehouse, batch.issue_type, batch.groups, tally, run_id,
-                                          f"{type(exc).__name__}: {exc}")
+        sent = _send_batch(sender, warehouse, batch, request, tally, run_id, f"{number} of {len(batches)}")
+        if isinstance(sent, _Unanswered):
             warehouse.set_state(IN_FLIGHT_KEY, None)
+            unresolved = sent.error
             if unresolved is not None:
                 break
             continue
+        result, actions, tickets = sent
         _record_result(warehouse, batch, actions, tickets, run_id)
         reported = {a.finding_id for a in actions}
         silent = {i for i in batch.ids if i not in reported}
@@ -406,6 +408,72 @@ def create_tickets(
     if unresolved is not None:
         raise unresolved
     return tally
+
+
+#: Seconds waited before each same-run resend of a ticket request the service answered with a server error and whose
+#: findings a re-read then found untouched; their count bounds the resends of one request.
+RESEND_DELAYS = (2.0, 10.0)
+#: The answers that end the service's handling of a request (an error of the service itself, or "unavailable"): a
+#: gateway's 502 or 504 does not, the service behind it may still be working.
+RESENDABLE_STATUSES = (500, 503)
+
+
+@dataclass
+class _Unanswered:
+    """A request whose outcome was settled by re-reading its findings (``error``: the re-read failed too)."""
+
+    error: Exception | None
+
+
+def _send_batch(sender: FindingsClient, warehouse: Warehouse, batch: TicketBatch, request: TicketRequest,
+                tally: TicketTally, run_id: str | None, which: str) -> Any:
+    """Send one request: its parsed outcome ``(result, actions, tickets)``, or :class:`_Unanswered` when its answer
+    was lost and its findings were recorded from a re-read.
+
+    A lost answer is resent in this run only when it is proven that nothing happened: the service answered with a
+    server error of its own (``RESENDABLE_STATUSES``: its handling of the request is over; a client timeout, a
+    dropped connection or a gateway's answer proves nothing, the service may still be working) and, after a pause
+    (``RESEND_DELAYS``), not one of the request's findings has a ticket and each is listed with the status and
+    triage state the warehouse had (the state read right before). Otherwise (some got one, or no answer came)
+    nothing is sent again: the findings are recorded from the re-read, as ``ambiguous`` when even that fails.
+    """
+    for delay in (*RESEND_DELAYS, None):
+        tally.requests += 1
+        try:
+            result = sender.create_tickets(request)
+            return (result, *_result_actions(batch, result, tally, run_id))
+        except Exception as exc:
+            if refused_before_processing(exc):
+                warehouse.set_state(IN_FLIGHT_KEY, None)
+                raise
+            cause = f"{type(exc).__name__}: {exc}"
+            log.warning("ticket request %s: outcome unknown (%s); re-reading its %d findings instead of sending it "
+                        "again blindly", which, cause, len(batch.ids))
+            answered = isinstance(exc, FindingsApiError) and exc.status_code in RESENDABLE_STATUSES
+            if delay is None or not answered:
+                return _Unanswered(_resolve_or_hold(sender, warehouse, batch.issue_type, batch.groups, tally,
+                                                    run_id, cause))
+            time.sleep(delay)
+            try:
+                fresh = reread_findings(sender, batch.issue_type, batch.groups)
+            except Exception as reread_exc:
+                return _Unanswered(_hold(warehouse, batch.issue_type, batch.groups, tally, run_id, cause, reread_exc))
+            found = {i: None if f is None else ticket_of(f) for i, f in fresh.items()}
+            if any(ticket is not None for ticket in found.values()) or _changed(warehouse, batch.issue_type, fresh):
+                # it did something, or a person acted meanwhile: nothing is sent again in this run
+                _record_lost(warehouse, batch.issue_type, found, tally, run_id, cause)
+                return _Unanswered(None)
+            tally.resent += len(batch.ids)
+            log.warning("ticket request %s: the service answered %s and none of its %d findings has a ticket %.0f s "
+                        "later: sending it again", which, getattr(exc, "status_code", None), len(batch.ids), delay)
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+def _changed(warehouse: Warehouse, issue_type: str, fresh: dict[int, Any]) -> bool:
+    """Whether any of the re-read findings is unlisted, or its status or triage state is not the warehouse's."""
+    before = {f.id: f for f in select_by_ids(warehouse, issue_type, sorted(fresh))}
+    return any(f is None or i not in before or (f.status, f.triage_state) != (before[i].status, before[i].triage_state)
+               for i, f in fresh.items())
 
 
 def _result_actions(
@@ -466,17 +534,23 @@ def _resolve_or_hold(client: FindingsClient, warehouse: Warehouse, issue_type: s
     """Resolve findings of a request with an unknown outcome by a re-read; when even that fails, record them
     ``ambiguous`` (reconciled by the next run) and return the error."""
     try:
-        _resolve_lost(client, warehouse, issue_type, groups, tally, run_id, cause)
+        found = reread_tickets(client, issue_type, groups)
     except Exception as reread_exc:
-        log.error("re-reading the findings of a request with an unknown outcome failed (%s); recorded as "
-                  "ambiguous, reconciled by the next run", reread_exc)
-        ids = [i for g in groups for i in g.ids]
-        warehouse.record_ticket_actions(
-            TicketAction(issue_type, i, "ambiguous", run_id=run_id, message=cause[:1000]) for i in ids
-        )
-        tally.ambiguous += len(ids)
-        return reread_exc
+        return _hold(warehouse, issue_type, groups, tally, run_id, cause, reread_exc)
+    _record_lost(warehouse, issue_type, found, tally, run_id, cause)
     return None
+
+
+def _hold(warehouse: Warehouse, issue_type: str, groups: Sequence[TicketGroup], tally: TicketTally,
+          run_id: str | None, cause: str, reread_exc: Exception) -> Exception:
+    log.error("re-reading the findings of a request with an unknown outcome failed (%s); recorded as "
+              "ambiguous, reconciled by the next run", reread_exc)
+    ids = [i for g in groups for i in g.ids]
+    warehouse.record_ticket_actions(
+        TicketAction(issue_type, i, "ambiguous", run_id=run_id, message=cause[:1000]) for i in ids
+    )
+    tally.ambiguous += len(ids)
+    return reread_exc
 
 
 def run_tickets(
@@ -501,6 +575,9 @@ def run_tickets(
         raise approval.ApprovalError(f"not creating tickets: {problem}")
     reconciled = None if dry_run else reconcile_ambiguous(
         _sender(client), warehouse, [str(p.issue_type) for p in policies], run_id)
+    if not dry_run:  # what an extraction has shown since: tickets a lost answer did create
+        for issue_type in dict.fromkeys(str(p.issue_type) for p in policies):
+            record_known_tickets(warehouse, issue_type, run_id)
     plans = plan_policies(warehouse, policies, group_issues=group_issues, max_tickets=max_tickets)
     # without a recorded plan (no approval step) a policy above its cap stops the run; with one, a run acts on at
     # most what was approved (or the cap), and what arrived since waits for the next run
@@ -515,8 +592,12 @@ def run_tickets(
     else:
         batches, stats = fresh_batches(_sender(client), warehouse, plans, allowed=allowed,
                                        tickets_per_call=tickets_per_call, group_issues=group_issues, run_id=run_id)
-    tally = create_tickets(client, warehouse, batches, dry_run=dry_run, tracker_project_id=tracker_project_id,
-                           group_issues=group_issues, run_id=run_id)
+    try:
+        tally = create_tickets(client, warehouse, batches, dry_run=dry_run, tracker_project_id=tracker_project_id,
+                               group_issues=group_issues, run_id=run_id)
+    finally:  # read back what the requests named, also when one failed: the warehouse equals the service for them
+        if not dry_run:
+            settle_batches(_sender(client), warehouse, batches, {p.name: p.selector for p in policies}, stats, run_id)
     if tally.skipped:
         log.warning("%d findings skipped by the service (not retried): %s", tally.skipped,
                     dict(tally.skip_reasons.most_common(10)))
@@ -535,16 +616,35 @@ def run_tickets(
     return out
 
 
+def settle_batches(client: FindingsClient, warehouse: Warehouse, batches: Sequence[TicketBatch],
+                   selectors: dict[str, FindingSelector], counts: dict[str, Any], run_id: str | None = None) -> None:
+    """``freshness.settle_written`` for the findings of ``batches``, one re-read per policy and issue type; then
+    the findings of a lost answer that were read back with a ticket are recorded (:func:`record_known_tickets`)."""
+    named: dict[tuple[str, str], list[int]] = {}
+    for batch in batches:
+        named.setdefault((batch.policy, batch.issue_type), []).extend(batch.ids)
+    for (policy, issue_type), ids in named.items():
+        freshness.settle_written(client, warehouse, issue_type, selectors[policy], ids, counts)
+    for issue_type in dict.fromkeys(t for _, t in named):
+        counts["recovered_after_write"] = counts.get("recovered_after_write", 0) + record_known_tickets(
+            warehouse, issue_type, run_id)
+
+
 def reread_tickets(
     client: FindingsClient, issue_type: str, groups: Sequence[TicketGroup]
 ) -> dict[int, dict[str, Any] | None]:
     """Re-read the findings of ``groups`` from the API: id -> its external ticket (None when it has none)."""
+    return {i: None if f is None else ticket_of(f) for i, f in reread_findings(client, issue_type, groups).items()}
+
+
+def reread_findings(client: FindingsClient, issue_type: str, groups: Sequence[TicketGroup]) -> dict[int, Any]:
+    """Re-read the findings of ``groups`` from the API: id -> the typed finding (None when it is not listed)."""
     wanted = {i for g in groups for i in g.ids}
-    found: dict[int, dict[str, Any] | None] = {}
+    found: dict[int, Any] = {}
     if issue_type == IssueType.SECRETS:
         for finding in client.iter_secrets():
             if finding.id in wanted:
-                found[finding.id] = ticket_of(finding)
+                found[finding.id] = finding
                 if len(found) == len(wanted):
                     break
     else:
@@ -555,24 +655,16 @@ def reread_tickets(
             todo = {i for g in groups if (g.repository, g.rule) == (repo, rule) for i in g.ids}
             for finding in client.iter_findings(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, **filters):
                 if finding.id in todo:
-                    found[finding.id] = ticket_of(finding)
+                    found[finding.id] = finding
                     todo.discard(finding.id)
                     if not todo:
                         break
     return {i: found.get(i) for i in wanted}
 
 
-def _resolve_lost(
-    client: FindingsClient,
-    warehouse: Warehouse,
-    issue_type: str,
-    groups: Sequence[TicketGroup],
-    tally: TicketTally,
-    run_id: str | None,
-    cause: str,
-) -> None:
-    """Record the findings of a request with an unknown outcome from what the API now says about them."""
-    tickets = reread_tickets(client, issue_type, groups)
+def _record_lost(warehouse: Warehouse, issue_type: str, tickets: dict[int, dict[str, Any] | None],
+                 tally: TicketTally, run_id: str | None, cause: str) -> None:
+    """Record the findings of a request with an unknown outcome from what a re-read (``tickets``) says of them."""
     actions = []
     for finding_id, ticket in sorted(tickets.items()):
         if ticket is None:
@@ -630,6 +722,27 @@ def unseen_ticket_suspects(warehouse: Warehouse, issue_type: str) -> set[int]:
     return suspects
 
 
+def record_known_tickets(warehouse: Warehouse, issue_type: str, run_id: str | None) -> int:
+    """Record as succeeded the suspects (:func:`unseen_ticket_suspects`) whose warehouse row carries a ticket by now
+    (read back after a write, or pulled by an extraction): the request whose answer was lost did create it. Returns
+    how many. Without this, a finding the warehouse knows as ticketed would keep a "failed" latest outcome."""
+    suspects = sorted(unseen_ticket_suspects(warehouse, issue_type))
+    found: dict[int, dict[str, Any] | None] = {}
+    with warehouse.engine.connect() as conn:
+        for chunk in id_batches(suspects):
+            found.update((row.id, _ticket_in(row.raw)) for row in conn.execute(
+                select(findings.c.id, findings.c.raw).where(findings.c.issue_type == issue_type,
+                                                            findings.c.id.in_(chunk),
+                                                            findings.c.external_ticket_id.is_not(None))))
+    done = _record_recovered(warehouse, issue_type, {i: t for i, t in found.items() if t is not None}, TicketTally(),
+                             run_id, "recorded from the warehouse: read back with the ticket an earlier request of "
+                                     "ours created")
+    if done:
+        log.info("%d %s findings whose ticket request had an unknown outcome carry its ticket: recorded", len(done),
+                 issue_type)
+    return len(done)
+
+
 def _without_unseen_tickets(client: FindingsClient, warehouse: Warehouse, batch: TicketBatch, suspect: set[int],
                             tally: TicketTally, run_id: str | None) -> TicketBatch:
     """Re-read the suspect findings of ``batch``; record those that have a ticket by now; the batch without them."""
@@ -663,5 +776,6 @@ def reconcile_ambiguous(
         groups = [TicketGroup(known[i].repository_name if i in known else None,
                               known[i].rule_name if i in known else None, [i]) for i in ids]
         log.info("reconciling %d %s findings whose ticket request had an unknown outcome", len(ids), issue_type)
-        _resolve_lost(client, warehouse, issue_type, groups, tally, run_id, "reconciled after an ambiguous request")
+        _record_lost(warehouse, issue_type, reread_tickets(client, issue_type, groups), tally, run_id,
+                     "reconciled after an ambiguous request")
     return tally

@@ -203,10 +203,12 @@ def execute_plan(
     (``dropped_findings``) and the request is narrowed to the rest (a request left empty is ``dropped``). Dry-run
     rows are never sent; a request whose policy is not known (``policies``, by the name recorded with the
     plan) is not sent either. A request that fails is recorded as failed and the error is raised once the row
-    is written (a task retry re-reads and sends it again: setting a triage state twice is harmless).
+    is written (a task retry re-reads and sends it again: setting a triage state twice is harmless). After a
+    policy's requests, the findings they wrote are read back and stored (``freshness.settle_written``): the
+    warehouse equals the service for them when the run ends.
     """
     counts = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0, "already_done": 0,
-              "dropped": 0, "reread_requests": 0}
+              "dropped": 0, "reread_requests": 0, "settle_requests": 0, "settled": 0}
     with warehouse.engine.connect() as conn:
         rows = {
             row.id: row
@@ -247,17 +249,21 @@ def execute_plan(
                                run_id=policy_rows[0].run_id)
         kept -= set(twins)
         counts["dropped"] += len(fresh.dropped) + len(twins)
-        for row in policy_rows:
-            send = [i for i in row.issue_ids or () if int(i) in kept]
-            if not send:
-                warehouse.update_triage_action(row.id, status="dropped",
-                                               error="nothing left to send after the fresh re-read "
-                                                     "(reasons in dropped_findings)")
-                continue
-            request = TriageRequest.model_validate({**row.request, "issue_ids": send})
-            if len(send) != len(row.issue_ids or ()):
-                _narrow(warehouse, row.id, send, request)
-            _send(client, warehouse, row.id, request, policy, counts, row.run_id)
+        written: list[int] = []
+        try:
+            for row in policy_rows:
+                send = [i for i in row.issue_ids or () if int(i) in kept]
+                if not send:
+                    warehouse.update_triage_action(row.id, status="dropped",
+                                                   error="nothing left to send after the fresh re-read "
+                                                         "(reasons in dropped_findings)")
+                    continue
+                request = TriageRequest.model_validate({**row.request, "issue_ids": send})
+                if len(send) != len(row.issue_ids or ()):
+                    _narrow(warehouse, row.id, send, request)
+                written += _send(client, warehouse, row.id, request, policy, counts, row.run_id)
+        finally:  # what was sent, also when a later request of the policy failed
+            freshness.settle_written(client, warehouse, issue_type, policy.selector, written, counts)
     return counts
 
 
@@ -314,7 +320,9 @@ def _narrow(warehouse: Warehouse, action_id: int, ids: list[int], request: Triag
 
 
 def _send(client: FindingsClient, warehouse: Warehouse, action_id: int, request: TriageRequest, policy: TriagePolicy,
-          counts: dict[str, Any], run_id: str | None) -> None:
+          counts: dict[str, Any], run_id: str | None) -> list[int]:
+    """Send one request and record its outcome; return the ids it wrote (those named and the twins the service
+    triaged with them)."""
     try:
         result = client.bulk_triage(request)
     except Exception as exc:
@@ -334,6 +342,7 @@ def _send(client: FindingsClient, warehouse: Warehouse, action_id: int, request:
         "triaged %d findings (%d requested, %d same-fingerprint), request %d; %d warehouse rows refreshed",
         result.num_triaged, sent, max(0, len(result.triaged_issues) - sent), action_id, refreshed,
     )
+    return [*(int(i) for i in request.issue_ids or ()), *(int(i) for i in result.triaged_issues)]
 
 
 def refresh_triaged(warehouse: Warehouse, request: TriageRequest, triaged_ids: Iterable[int]) -> int:
