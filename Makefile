@@ -13,7 +13,7 @@ LOWEST_STAMP := $(LOWEST_VENV)/.installed
 # that start Airflow stacks share one (tests/parallel.py). TEST_WORKERS=0 runs the tests one by one, in-process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 # What runs without starting Airflow components, Docker or a browser.
-IN_PROCESS := not e2e and not browser and not celery and not chaos and not integration and not bench and not compose and not install
+IN_PROCESS := not e2e and not browser and not celery and not chaos and not integration and not bench and not compose and not install and not multiday
 
 .PHONY: venv venv-lowest test test-unit test-lowest lint demo bench browser-deps compose-deps clean
 

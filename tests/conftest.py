@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,36 @@ os.environ.setdefault("FINDINGS_REPORT_DIR", str(_HOME / "reports"))
 def airflow_home() -> Path:
     """The session's private AIRFLOW_HOME."""
     return _HOME
+
+
+#: The PostgreSQL database the tests use; a uniquely named schema is created in it and dropped afterwards.
+POSTGRES_URL = os.environ.get("WAREHOUSE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def postgres_schema_url() -> Iterator[str]:
+    """URL of a scratch schema (first on the search path) in the test PostgreSQL, dropped afterwards."""
+    from findings_provider.warehouse import make_engine
+    from sqlalchemy import exc
+    from sqlalchemy.engine import make_url
+
+    from devtools.services import skip_or_fail
+
+    url = make_url(POSTGRES_URL)
+    admin = make_engine(url.update_query_dict({"connect_timeout": "3"}))
+    schema = f"warehouse_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    except exc.OperationalError as error:
+        admin.dispose()
+        skip_or_fail(f"PostgreSQL at {POSTGRES_URL} is unreachable: {error.orig}")
+    try:
+        yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -86,3 +86,53 @@ def seq_of(emulator: EmulatorProcess) -> int:
 def writes(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The logged API requests that could change something."""
     return [r for r in requests if r["method"] in ("PUT", "PATCH", "DELETE") or r["operation"] in ("triage", "tickets")]
+
+
+# --- the service against the warehouse ----------------------------------------------------------------------------
+
+#: The columns of a finding a person changes in the service's UI.
+WATCHED = ("status", "triage_state", "triage_reason", "external_ticket_id")
+
+
+def service_state(client: FindingsClient, issue_type: str) -> dict[int, tuple[Any, ...]]:
+    """The service's :data:`WATCHED` columns of every finding of ``issue_type``, as the warehouse holds them."""
+    from findings_provider.pipeline.tickets import ticket_of
+
+    out = {}
+    pages = client.iter_secrets() if issue_type == "secrets" else client.iter_findings(issue_type, page_size=3000)
+    for f in pages:
+        ticket = ticket_of(f)
+        out[f.id] = (f.status, f.triage_state, f.triage_reason, None if ticket is None else int(ticket["id"]))
+    return out
+
+
+def warehouse_state(warehouse: Warehouse, issue_type: str, ids: set[int] | None = None) -> dict[int, tuple[Any, ...]]:
+    """The warehouse's :data:`WATCHED` columns of the findings ``ids`` of ``issue_type`` (None: all of them)."""
+    from findings_provider.warehouse.schema import findings
+    from sqlalchemy import select
+
+    stmt = select(findings.c.id, *(findings.c[c] for c in WATCHED)).where(findings.c.issue_type == issue_type)
+    if ids is not None:
+        stmt = stmt.where(findings.c.id.in_(sorted(ids)))
+    with warehouse.engine.connect() as conn:
+        return {r[0]: tuple(r[1:]) for r in conn.execute(stmt)}
+
+
+def acting_in_the_window(monkeypatch: pytest.MonkeyPatch, client: FindingsClient, method: str,
+                         emulator: EmulatorProcess, acts: list[dict[str, Any]]) -> list[int]:
+    """Make ``client.<method>`` (``bulk_triage``, ``create_tickets``) first let a person act on findings of the
+    request, through the emulator's admin route (one act each, in order, until ``acts`` are used up), then send it:
+    the person acts after our re-read, before our request reaches the service. Returns the ids acted on (a list
+    that grows as requests go out)."""
+    real = getattr(client, method)
+    acted: list[int] = []
+
+    def write(request: Any = None, /, **fields: Any) -> Any:
+        ids = [int(i) for i in (request.issue_ids if request is not None else fields["issue_ids"])]
+        for finding_id, act in zip([i for i in ids if i not in acted], acts[len(acted):], strict=False):
+            emulator.person_acts(finding_id, **act)
+            acted.append(finding_id)
+        return real(request, **fields) if request is not None else real(**fields)
+
+    monkeypatch.setattr(client, method, write)
+    return acted

@@ -21,7 +21,7 @@ SHARED_WORKER = {
     "tests/e2e/test_celery.py": "airflow-stacks",
 }
 #: The markers of the long modules, longest first: their tests are handed out before the rest.
-LONG_FIRST = ("compose", "e2e", "chaos", "bench", "install", "integration")
+LONG_FIRST = ("compose", "e2e", "chaos", "bench", "install", "multiday", "integration")
 
 
 def group_of(nodeid: str) -> str:

@@ -9,65 +9,18 @@ subprocess and a real SQLite warehouse.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import extraction, tickets, triage
-from findings_provider.warehouse.schema import findings, triage_actions
+from findings_provider.warehouse.schema import triage_actions
+from fixtures import acting_in_the_window, ops, seq_of, service_state, warehouse_state
 from sqlalchemy import select
 
 pytestmark = pytest.mark.integration
 CONFIG = load_pipeline_config()
 TRIAGE_POLICY = CONFIG.autotriage_triage.policies[0]
 TICKET_POLICIES = CONFIG.ticket_creation.policies
-#: The columns a person changes in the service's UI.
-WATCHED = ("status", "triage_state", "triage_reason", "external_ticket_id")
-
-
-def service_state(client: Any, issue_type: str) -> dict[int, tuple[Any, ...]]:
-    """The service's watched columns of every finding of ``issue_type``, as the warehouse would hold them."""
-    out = {}
-    for f in client.iter_findings(issue_type, page_size=3000):
-        ticket = tickets.ticket_of(f)
-        out[f.id] = (f.status, f.triage_state, f.triage_reason, None if ticket is None else int(ticket["id"]))
-    return out
-
-
-def warehouse_state(warehouse: Any, issue_type: str, ids: set[int]) -> dict[int, tuple[Any, ...]]:
-    with warehouse.engine.connect() as conn:
-        rows = conn.execute(select(findings.c.id, *(findings.c[c] for c in WATCHED)).where(
-            findings.c.issue_type == issue_type, findings.c.id.in_(sorted(ids)))).all()
-    return {r[0]: tuple(r[1:]) for r in rows}
-
-
-def requests_of(emulator: Any, operation: str, since: int) -> list[dict[str, Any]]:
-    return [r for r in emulator.requests(since) if r["operation"] == operation]
-
-
-def last_seq(emulator: Any) -> int:
-    log = emulator.requests()
-    return log[-1]["seq"] if log else 0
-
-
-def acting_in_the_window(monkeypatch: pytest.MonkeyPatch, client: Any, method: str, emulator: Any,
-                         acts: list[dict[str, Any]]) -> list[int]:
-    """Make ``client.<method>`` first let a person act on findings of the request (one act each, in order), then
-    send it; return the ids the person acted on."""
-    real = getattr(client, method)
-    acted: list[int] = []
-
-    def write(request: Any = None, /, **fields: Any) -> Any:
-        ids = [int(i) for i in (request.issue_ids if request is not None else fields["issue_ids"])]
-        for finding_id, act in zip([i for i in ids if i not in acted], acts[len(acted):], strict=False):
-            emulator.person_acts(finding_id, **act)
-            acted.append(finding_id)
-        return real(request, **fields) if request is not None else real(**fields)
-
-    monkeypatch.setattr(client, method, write)
-    return acted
-
-
 def test_after_a_triage_run_the_warehouse_equals_the_service_for_what_it_wrote(
     fresh_emulator, emulator_client, warehouse, monkeypatch
 ):
@@ -76,12 +29,12 @@ def test_after_a_triage_run_the_warehouse_equals_the_service_for_what_it_wrote(
         {"status": "reviewing"}, {"ticket": "create"}, {"triage_state": "reopened"}])
     plans = triage.plan_triage(warehouse, [TRIAGE_POLICY], chunk_size=40)
     ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="autotriage_triage", run_id="r1")
-    seq = last_seq(fresh_emulator)
+    seq = seq_of(fresh_emulator)
 
     counts = triage.execute_plan(emulator_client, warehouse, ids, [TRIAGE_POLICY])
 
     assert len(acted) == 3
-    sent = requests_of(fresh_emulator, "triage", seq)
+    sent = ops(fresh_emulator, seq, "triage")
     assert counts["requests"] == len(sent) > 1  # several requests of one policy
     with warehouse.engine.connect() as conn:  # each request's ids and the twins the service triaged with them
         recorded = conn.execute(select(triage_actions.c.issue_ids, triage_actions.c.response).where(
@@ -105,12 +58,12 @@ def test_after_a_ticket_run_the_warehouse_equals_the_service_for_what_it_named(
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
     acted = acting_in_the_window(monkeypatch, emulator_client, "create_tickets", fresh_emulator, [
         {"triage_state": "ignored", "triage_reason": "acceptable_risk"}, {"status": "reviewing"}])
-    seq = last_seq(fresh_emulator)
+    seq = seq_of(fresh_emulator)
 
     out = tickets.run_tickets(emulator_client, warehouse, TICKET_POLICIES, tickets_per_call=5, run_id="t1")
 
     assert len(acted) == 2
-    sent = requests_of(fresh_emulator, "tickets", seq)
+    sent = ops(fresh_emulator, seq, "tickets")
     assert out["requests"] == len(sent) > 1
     for issue_type in ("sast", "sca"):
         named = {int(i) for r in sent if r["body"]["issue_type"] == issue_type for i in r["body"]["issue_ids"]}
