@@ -108,6 +108,7 @@ def main() -> None:
             "settle_budget": math.ceil(sum(len(b.ids) for b in chosen) / FINDINGS_PAGE_SIZE.maximum) + 1,
             "findings_requests": requests["by_operation"].get("findings", 0),
             "dropped": reread["dropped"],
+            **{k: v for k, v in tally.as_dict().items() if k.startswith("window_")},
             "tickets_created": tally.tickets, "succeeded": tally.succeeded, "failed": tally.failed,
             "skipped": tally.skipped,
         }

@@ -127,6 +127,11 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"{t.get('settled', '-')} | {t.get('settle_requests', '-')} ({t.get('settle_budget', '-')}) |",
             f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} | "
             f"{k.get('settled', '-')} | {k.get('settle_requests', '-')} ({k.get('settle_budget', '-')}) |",
+            "", "The race window: seconds from a policy's re-read to each of its requests (a person's act in between "
+            "is overridden by the request):", "",
+            "| write | p50 | p99 | largest |", "|---|---|---|---|",
+            *(f"| {name} | {w.get('window_p50_s', '-')} | {w.get('window_p99_s', '-')} | {w.get('window_max_s', '-')} |"
+              for name, w in (("triage", t), ("tickets", k))),
             ""]
     if "dialects" in results:
         lines += ["## Wire dialects", "", "`bench/dialects.py`: the same seed served in the reference's dialect "

@@ -31,7 +31,7 @@ from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import extraction, tickets, triage
-from findings_provider.warehouse import Warehouse, make_engine
+from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import finding_events, ticket_actions
 from fixtures import (
     acting_in_the_window,
@@ -69,14 +69,12 @@ def warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Wareho
     if request.param == "sqlite":
         yield make_warehouse(tmp_path / "warehouse.db")
         return
-    engine = make_engine(request.getfixturevalue("postgres_schema_url"))
-    store = Warehouse(engine)
-    store.create_all()
+    store = make_warehouse(request.getfixturevalue("postgres_schema_url"))
     try:
         yield store
     finally:
-        drop_every_table(engine)
-        engine.dispose()
+        drop_every_table(store.engine)
+        store.engine.dispose()
 
 
 class People:

@@ -49,6 +49,8 @@ def test_after_a_triage_run_the_warehouse_equals_the_service_for_what_it_wrote(
     assert service[reviewing][0] == warehouse_state(warehouse, "sast", {reviewing})[reviewing][0]
     # the cost: one re-read for the policy's requests, at most ceil(written / 3000) + 1 requests
     assert counts["settled"] == len(written)
+    # the race window: seconds from the policy's re-read to each of its requests, the later ones the longer
+    assert 0 <= counts["window_p50_s"] <= counts["window_p99_s"] <= counts["window_max_s"]
     assert 1 <= counts["settle_requests"] <= math.ceil(len(written) / 3000) + 1
 
 
@@ -73,6 +75,16 @@ def test_after_a_ticket_run_the_warehouse_equals_the_service_for_what_it_named(
     ignored = sent[0]["body"]["issue_type"]  # the person acted on findings of the first request
     assert warehouse_state(warehouse, ignored, {acted[0]})[acted[0]][1:3] == ("ignored", "acceptable_risk")
     assert out["settled"] == sum(len(r["body"]["issue_ids"]) for r in sent)
+    assert 0 <= out["window_p50_s"] <= out["window_p99_s"] <= out["window_max_s"]
     # the cost: one re-read per policy, at most ceil(named / 3000) + 1 requests each
     per_type = [sum(len(r["body"]["issue_ids"]) for r in sent if r["body"]["issue_type"] == t) for t in ("sast", "sca")]
     assert 2 <= out["settle_requests"] <= sum(math.ceil(n / 3000) + 1 for n in per_type)
+
+
+def test_the_window_summary_is_the_median_the_99th_percentile_and_the_largest() -> None:
+    from findings_provider.pipeline.freshness import window_summary
+
+    assert window_summary([i / 10 for i in range(10, 0, -1)]) == {
+        "window_p50_s": 0.5, "window_p99_s": 1.0, "window_max_s": 1.0}
+    assert window_summary([0.25] * 200 + [3.0]) == {"window_p50_s": 0.25, "window_p99_s": 0.25, "window_max_s": 3.0}
+    assert window_summary([]) == {"window_p50_s": None, "window_p99_s": None, "window_max_s": None}

@@ -269,6 +269,20 @@ def settle_written(client: FindingsClient, warehouse: Warehouse, issue_type: str
 
 
 
+def window_summary(windows: Sequence[float]) -> dict[str, float | None]:
+    """The race windows of a run's requests, in seconds from the re-read that let a request's findings through to the
+    request itself (what a person does in the service in between, the request overrides): p50, p99 and the
+    largest. None when nothing was sent."""
+    ordered = sorted(windows)
+    if not ordered:
+        return {"window_p50_s": None, "window_p99_s": None, "window_max_s": None}
+
+    def at(share: float) -> float:
+        return round(ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)], 3)
+
+    return {"window_p50_s": at(0.5), "window_p99_s": at(0.99), "window_max_s": round(ordered[-1], 3)}
+
+
 def record_drops(
     warehouse: Warehouse, dropped: dict[int, str], *, kind: str, policy: str, issue_type: str, run_id: str | None
 ) -> None:

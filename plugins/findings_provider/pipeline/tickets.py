@@ -26,7 +26,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -80,6 +80,8 @@ class TicketBatch:
     issue_type: str
     policy: str
     groups: list[TicketGroup] = field(default_factory=list)
+    #: When its findings were re-read from the service (``time.monotonic()``; None: not re-read, a dry run's).
+    read_at: float | None = None
 
     @property
     def ids(self) -> list[int]:
@@ -102,11 +104,14 @@ class TicketTally:
     planned: int = 0
     skip_reasons: Counter[str] = field(default_factory=Counter)
     fail_reasons: Counter[str] = field(default_factory=Counter)
+    #: Seconds from each request's re-read to the request (``freshness.window_summary``).
+    windows: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if not isinstance(v, Counter)}
+        out = {k: v for k, v in self.__dict__.items() if not isinstance(v, (Counter, list))}
         out["skip_reasons"] = dict(self.skip_reasons.most_common(10))
         out["fail_reasons"] = dict(self.fail_reasons.most_common(10))
+        out.update(freshness.window_summary(self.windows))
         return out
 
 
@@ -277,7 +282,8 @@ def fresh_batches(
             log.warning("policy %s: %d tickets above the %d this run may create wait for the next run", name,
                         deferred, allowed.get(name, plan.cap.value))
             stats["deferred_tickets"] += deferred
-        batches += batch_groups(issue_type, name, limited, tickets_per_call)
+        read_at = time.monotonic()
+        batches += [replace(b, read_at=read_at) for b in batch_groups(issue_type, name, limited, tickets_per_call)]
     return batches, stats
 
 
@@ -439,6 +445,8 @@ def _send_batch(sender: FindingsClient, warehouse: Warehouse, batch: TicketBatch
     """
     for delay in (*RESEND_DELAYS, None):
         tally.requests += 1
+        if batch.read_at is not None:
+            tally.windows.append(time.monotonic() - batch.read_at)
         try:
             result = sender.create_tickets(request)
             return (result, *_result_actions(batch, result, tally, run_id))
@@ -754,7 +762,7 @@ def _without_unseen_tickets(client: FindingsClient, warehouse: Warehouse, batch:
         log.warning("%d %s findings already had a ticket from an earlier request whose outcome was not recorded; "
                     "not sent again", len(done), batch.issue_type)
     rest = [TicketGroup(g.repository, g.rule, [i for i in g.ids if i not in done]) for g in batch.groups]
-    return TicketBatch(batch.issue_type, batch.policy, [g for g in rest if g.ids])
+    return replace(batch, groups=[g for g in rest if g.ids])
 
 
 def reconcile_ambiguous(

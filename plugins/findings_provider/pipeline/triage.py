@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import string
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -205,10 +206,12 @@ def execute_plan(
     plan) is not sent either. A request that fails is recorded as failed and the error is raised once the row
     is written (a task retry re-reads and sends it again: setting a triage state twice is harmless). After a
     policy's requests, the findings they wrote are read back and stored (``freshness.settle_written``): the
-    warehouse equals the service for them when the run ends.
+    warehouse equals the service for them when the run ends. ``window_p50_s``, ``window_p99_s`` and
+    ``window_max_s`` are the seconds from the policy's re-read to each of its requests.
     """
-    counts = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0, "already_done": 0,
-              "dropped": 0, "reread_requests": 0, "settle_requests": 0, "settled": 0}
+    counts: dict[str, Any] = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0,
+                              "already_done": 0, "dropped": 0, "reread_requests": 0, "settle_requests": 0,
+                              "settled": 0}
     with warehouse.engine.connect() as conn:
         rows = {
             row.id: row
@@ -219,6 +222,7 @@ def execute_plan(
         raise ValueError(f"triage actions {missing} are not in the warehouse")
     by_name = {p.name: p for p in policies}
     pending: dict[str, list[Any]] = {}
+    windows: list[float] = []
     for action_id in action_ids:
         row = rows[action_id]
         if row.dry_run:
@@ -242,6 +246,7 @@ def execute_plan(
             client, warehouse, kind=ledger.TRIAGE, policy=name, issue_type=issue_type, selector=policy.selector,
             candidates=select_by_ids(warehouse, issue_type, ids), target=_target(policy), run_id=policy_rows[0].run_id,
         )
+        read_at = time.monotonic()
         counts["reread_requests"] += fresh.requests
         kept = set(fresh.kept)
         twins = twin_conflicts(warehouse, issue_type, kept, _target(policy))
@@ -261,9 +266,11 @@ def execute_plan(
                 request = TriageRequest.model_validate({**row.request, "issue_ids": send})
                 if len(send) != len(row.issue_ids or ()):
                     _narrow(warehouse, row.id, send, request)
+                windows.append(time.monotonic() - read_at)
                 written += _send(client, warehouse, row.id, request, policy, counts, row.run_id)
         finally:  # what was sent, also when a later request of the policy failed
             freshness.settle_written(client, warehouse, issue_type, policy.selector, written, counts)
+    counts.update(freshness.window_summary(windows))
     return counts
 
 
