@@ -124,9 +124,11 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             "| write | candidates | re-read requests (budget) | dropped | read back | read-back requests (budget) |",
             "|---|---|---|---|---|---|",
             f"| triage | {t['selected']:,} | {t['reread_requests']} ({t['reread_budget']}) | {t['dropped']} | "
-            f"{t.get('settled', '-')} | {t.get('settle_requests', '-')} ({t.get('settle_budget', '-')}) |",
+            f"{t.get('settled', '-')} of {t.get('settle_named', '-')} | {t.get('settle_requests', '-')} "
+            f"({t.get('settle_budget', '-')}) |",
             f"| tickets | {k['candidates']:,} | {k['reread_requests']} ({k['reread_budget']}) | {k['dropped']} | "
-            f"{k.get('settled', '-')} | {k.get('settle_requests', '-')} ({k.get('settle_budget', '-')}) |",
+            f"{k.get('settled', '-')} of {k.get('settle_named', '-')} | {k.get('settle_requests', '-')} "
+            f"({k.get('settle_budget', '-')}) |",
             "", "The race window: seconds from a policy's re-read to each of its requests (a person's act in between "
             "is overridden by the request):", "",
             "| write | p50 | p99 | largest |", "|---|---|---|---|",

@@ -221,27 +221,38 @@ class Settled:
 
 
 def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
-           written: Iterable[int]) -> Settled:
+           written: Iterable[int], status: str | None = None) -> Settled:
     """After a write: read again every finding it named (and the same-fingerprint findings the service reported
     triaged with them) and store the service's rows, so that in the same run the warehouse equals the service for
     each of them, what a person did a moment before the write included.
 
-    One pull with the policy's filters, without those a person changes (status) or that part twins (ref), from the
-    oldest written finding's ``relevant_since``: at most ``ceil(named / 3000) + 1`` requests (secrets: their whole
-    list). A finding not read back within that keeps the write's own patch, and is logged.
+    First one pull with the policy's filters, its status the one the write leaves (``status``: a triage's; None:
+    the selector's), from the oldest written finding's ``relevant_since``: what the write left as it left it. Then,
+    for those not met, a pull without the filters a person changes (status) or that part twins (ref). In all at most
+    ``ceil(named / 3000) + 1`` requests (secrets: their whole list). A finding not read back within that keeps the
+    write's own patch, and is logged.
     """
     wanted = set(written)
     out = Settled(named=len(wanted))
     if not wanted:
         return out
     budget = None if issue_type == "secrets" else math.ceil(len(wanted) / FINDINGS_PAGE_SIZE.maximum) + 1
-    filters: dict[str, Any] = {}
-    if issue_type != "secrets":
-        filters = api_filters(issue_type, selector, _since(select_by_ids(warehouse, issue_type, sorted(wanted))),
-                              stateless=True)
-        filters.pop("ref", None)
     fresh: dict[int, tuple[Any, ...]] = {}
-    out.requests, _ = _pull(client, warehouse, issue_type, filters, wanted, fresh, budget)
+    if issue_type == "secrets":
+        out.requests, _ = _pull(client, warehouse, issue_type, {}, wanted, fresh, budget)
+    else:
+        since = _since(select_by_ids(warehouse, issue_type, sorted(wanted)))
+        as_left = api_filters(issue_type, selector, since)
+        if status is not None:
+            as_left["status"] = status
+        out.requests, _ = _pull(client, warehouse, issue_type, as_left, wanted, fresh, budget)
+        missing = wanted - fresh.keys()
+        if missing and budget is not None and out.requests < budget:
+            wider = api_filters(issue_type, selector, _since(select_by_ids(warehouse, issue_type, sorted(missing))),
+                                stateless=True)
+            wider.pop("ref", None)
+            used, _ = _pull(client, warehouse, issue_type, wider, missing, fresh, budget - out.requests)
+            out.requests += used
     out.read_back = len(fresh)
     out.unseen = sorted(wanted - fresh.keys())
     log.info("after the write: %d of %d %s findings it named read back from the service in %d request(s)%s",
@@ -251,14 +262,15 @@ def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, select
 
 
 def settle_written(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
-                   written: Sequence[int], counts: dict[str, Any]) -> None:
-    """Read back what a policy's requests wrote (:func:`settle`) and add the cost to ``counts``
-    (``settle_requests``, ``settled``). A failed re-read is logged, never raised: the write itself is done and
-    recorded, and the write's own patch stays in the warehouse until the next extraction."""
+                   written: Sequence[int], counts: dict[str, Any], status: str | None = None) -> None:
+    """Read back what a policy's requests wrote (:func:`settle`; ``status``: the one a triage leaves) and add the
+    cost to ``counts`` (``settle_requests``, ``settled`` of ``settle_named``). A failed re-read is logged, never
+    raised: the write itself is done and recorded, and the write's own patch stays in the warehouse until the next
+    extraction."""
     if not written:
         return
     try:
-        settled = settle(client, warehouse, issue_type, selector, written)
+        settled = settle(client, warehouse, issue_type, selector, written, status)
     except Exception as exc:
         log.warning("reading back the %d %s findings just written failed (%s: %s): the warehouse keeps what the "
                     "write set until the next extraction", len(set(written)), issue_type, type(exc).__name__, exc)
@@ -266,6 +278,7 @@ def settle_written(client: FindingsClient, warehouse: Warehouse, issue_type: str
         return
     counts["settle_requests"] = counts.get("settle_requests", 0) + settled.requests
     counts["settled"] = counts.get("settled", 0) + settled.read_back
+    counts["settle_named"] = counts.get("settle_named", 0) + settled.named
 
 
 

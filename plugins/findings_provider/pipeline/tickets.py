@@ -618,7 +618,7 @@ def run_tickets(
     out["findings_selected"] = sum(len(b.ids) for b in batches)
     out["dry_run"] = dry_run
     out["created"] = tally.tickets + (reconciled.tickets if reconciled else 0)
-    out.update({"settle_requests": 0, "settled": 0, **stats})
+    out.update({"settle_requests": 0, "settled": 0, "settle_named": 0, **stats})
     if reconciled is not None and (reconciled.succeeded or reconciled.failed):
         out["reconciled"] = {"succeeded": reconciled.succeeded, "failed": reconciled.failed}
     return out

@@ -211,7 +211,7 @@ def execute_plan(
     """
     counts: dict[str, Any] = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0,
                               "already_done": 0, "dropped": 0, "reread_requests": 0, "settle_requests": 0,
-                              "settled": 0}
+                              "settled": 0, "settle_named": 0}
     with warehouse.engine.connect() as conn:
         rows = {
             row.id: row
@@ -269,7 +269,8 @@ def execute_plan(
                 windows.append(time.monotonic() - read_at)
                 written += _send(client, warehouse, row.id, request, policy, counts, row.run_id)
         finally:  # what was sent, also when a later request of the policy failed
-            freshness.settle_written(client, warehouse, issue_type, policy.selector, written, counts)
+            freshness.settle_written(client, warehouse, issue_type, policy.selector, written, counts,
+                                     status=_target(policy)["status"])
     counts.update(freshness.window_summary(windows))
     return counts
 
