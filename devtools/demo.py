@@ -34,6 +34,8 @@ import yaml
 if __package__ in (None, ""):  # python devtools/demo.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from findings_provider.client.timeutil import parse_timestamp
+from findings_provider.config import load_pipeline_config, projects_file_path
 from findings_provider.names import GOVERNANCE_DAGS
 
 from devtools.environment import REPO, EmulatorOptions
@@ -57,9 +59,8 @@ def write_demo_config(source: Path, target: Path, threshold: int = DEMO_APPROVAL
     projects file, relative to ``source``, made absolute)."""
     config = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
     config.setdefault("autotriage_triage", {})["approval_threshold"] = threshold
-    settings = config.get("project_settings") or {}
-    if settings.get("file") and not Path(settings["file"]).is_absolute():
-        settings["file"] = str((source.parent / settings["file"]).resolve())
+    projects = projects_file_path(load_pipeline_config(source))  # where the source's projects file is
+    config.setdefault("project_settings", {})["file"] = str(projects.resolve())
     target.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Written by make demo from {source.name}: autotriage_triage.approval_threshold is {threshold},\n"
               "# so the demo's first triage waits for a person's approval. Edit include/pipeline.yaml instead.\n")
@@ -89,9 +90,8 @@ class Staging:
 
     def _finished(self, dag_id: str) -> bool:
         """A run of ``dag_id`` succeeded since this demo started (a reused home's earlier runs do not count)."""
-        return any(r.get("state") == "success" and r.get("end_date")
-                   and datetime.fromisoformat(r["end_date"].replace("Z", "+00:00")) >= self.started
-                   for r in self.api.runs(dag_id))
+        return any(r.get("state") == "success" and (ended := parse_timestamp(r.get("end_date"))) is not None
+                   and ended >= self.started for r in self.api.runs(dag_id))
 
     def step(self) -> None:
         if self.stage == 0 and self._finished("findings_extraction"):

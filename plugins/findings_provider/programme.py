@@ -12,6 +12,7 @@ the same count. So a number means the same everywhere and can be reproduced by t
 - **triaged**: a person or a policy set its triage state (``triage_state`` other than empty or ``untriaged``).
 - **ticketed**: it has an issue-tracker ticket (``external_ticket_id``).
 - **fixed**: status ``fixed``.
+- **failed scans**: scans that ended in error or never finished, started in the last 7 days.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from sqlalchemy import and_, case, false, func, literal, or_, select
 
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus, ScanStatus
-from findings_provider.warehouse.schema import findings
+from findings_provider.warehouse.schema import findings, scans
 
 #: The programme's numbers: name -> what a page says of it.
 MEASURES: dict[str, str] = {
@@ -206,3 +207,8 @@ def order_by(sort: str, descending: bool, targets: Mapping[str, int], dialect: s
 FAILED_SCAN_STATUSES = (ScanStatus.ERROR.value, ScanStatus.NEVER_FINISHED.value)
 #: Failed scans are counted over this many days back from now.
 FAILED_SCANS_DAYS = 7
+
+
+def is_failed_scan(now: datetime) -> Any:
+    """A scan of ``scans`` that failed (``FAILED_SCAN_STATUSES``) in the last ``FAILED_SCANS_DAYS`` days."""
+    return and_(scans.c.status.in_(FAILED_SCAN_STATUSES), scans.c.started_at >= now - timedelta(days=FAILED_SCANS_DAYS))

@@ -19,6 +19,7 @@ from sqlalchemy import and_, func, select
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
 from findings_provider.dashboard.memo import Memo
+from findings_provider.pipeline.tickets import ticket_in_data
 from findings_provider.programme import FindingFilter
 from findings_provider.text import csv_cell, http_url
 from findings_provider.warehouse import Warehouse
@@ -74,10 +75,8 @@ def _links(raw: str | None, settings: ListSettings, issue_type: str, finding_id:
         url = http_url(settings.finding_url.format(id=finding_id, issue_type=issue_type, repository=repository or ""))
     else:
         url = http_url(data.get("line_of_code_url") or data.get("findingPathUrl"))
-    ticket = data.get("external_ticket") or data.get("externalTicket") or {}
-    if not ticket and isinstance(data.get("usage"), dict):
-        ticket = data["usage"].get("external_ticket") or data["usage"].get("externalTicket") or {}
-    return url, http_url(ticket.get("url")) if isinstance(ticket, dict) else None
+    ticket = ticket_in_data(data)
+    return url, None if ticket is None else http_url(ticket.get("url"))
 
 
 def _row(r: Any, settings: ListSettings, now: datetime) -> dict[str, Any]:

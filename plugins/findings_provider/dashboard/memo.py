@@ -32,6 +32,3 @@ class Memo(Generic[_V]):
             self._values.pop(next(iter(self._values)))
         self._values[full] = (time.monotonic(), value)
         return value
-
-    def clear(self) -> None:
-        self._values.clear()

@@ -116,12 +116,9 @@ def _trend_of(rows: list[Any]) -> dict[str, Any]:
             "short": len(recent) < SHORT_HISTORY_DAYS}
 
 
-def failed_scans(conn: Any, now: datetime, repository_id: str | None = None) -> int:
-    where = [scans.c.status.in_(programme.FAILED_SCAN_STATUSES),
-             scans.c.started_at >= now - timedelta(days=programme.FAILED_SCANS_DAYS)]
-    if repository_id is not None:
-        where.append(scans.c.repository_id == repository_id)
-    return int(conn.execute(select(func.count()).select_from(scans).where(*where)).scalar_one())
+def failed_scans(conn: Any, now: datetime) -> int:
+    """The failed scans of the last ``programme.FAILED_SCANS_DAYS`` days (the list ``scan_list("failed")``)."""
+    return int(conn.execute(select(func.count()).select_from(scans).where(programme.is_failed_scan(now))).scalar_one())
 
 
 def overview(warehouse: Warehouse, targets: Mapping[str, int], now: datetime,
@@ -213,9 +210,8 @@ def scan_list(warehouse: Warehouse, status: str = "", repository_ids: Sequence[s
     ``status`` ``failed`` keeps the failed ones of the last ``FAILED_SCANS_DAYS`` days (the overview's number)."""
     where: list[Any] = []
     if status == "failed":
-        where.append(scans.c.status.in_(programme.FAILED_SCAN_STATUSES))
-        if now is not None:
-            where.append(scans.c.started_at >= now - timedelta(days=programme.FAILED_SCANS_DAYS))
+        where.append(programme.is_failed_scan(now) if now is not None
+                     else scans.c.status.in_(programme.FAILED_SCAN_STATUSES))
     elif status:
         raise ValueError(f"status = {status!r}: expected failed or nothing")
     if repository_ids is not None:

@@ -122,6 +122,27 @@ def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters
     return requests, False
 
 
+def _pull_twice(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
+                known: Sequence[SelectedFinding], narrow: dict[str, Any], fresh: dict[int, tuple[Any, ...]],
+                budget: int | None, *, wanted: set[int] | None = None, twins: bool = False) -> tuple[int, bool]:
+    """Pull with the ``narrow`` filters until every wanted id (default: those of ``known``) was met; then, within
+    what is left of ``budget``, look for the ``known`` ones not met without the filters a person changes (status),
+    from the oldest of them, in their repositories (``twins``: without ``ref`` too, as a finding's twins on other
+    branches are wanted). Returns the requests made and whether the last pull reached the end of its list."""
+    requests, complete = _pull(client, warehouse, issue_type, narrow,
+                               wanted if wanted is not None else {c.id for c in known}, fresh, budget)
+    missing = [c for c in known if c.id not in fresh]
+    if missing and budget is not None and requests < budget:
+        wider = api_filters(issue_type, selector, _since(missing), stateless=True)
+        wider.setdefault("repos", sorted({c.repository_name for c in missing if c.repository_name}))
+        if twins:
+            wider.pop("ref", None)
+        used, complete = _pull(client, warehouse, issue_type, wider, {c.id for c in missing}, fresh,
+                               budget - requests)
+        requests += used
+    return requests, complete
+
+
 def matches(row: Sequence[Any], selector: FindingSelector) -> list[str]:
     """The selector fields a warehouse row no longer matches (empty: it matches)."""
     return [
@@ -167,16 +188,10 @@ def reread(
     budget = None if issue_type == "secrets" else math.ceil(len(candidates) / FINDINGS_PAGE_SIZE.maximum) + 1
     fresh: dict[int, tuple[Any, ...]] = {}
     filters = {} if issue_type == "secrets" else api_filters(issue_type, selector, _since(candidates))
-    out.requests, complete = _pull(client, warehouse, issue_type, filters, set(wanted), fresh, budget)
-    missing = [c for c in candidates if c.id not in fresh]
-    if missing and budget is not None and out.requests < budget:
-        # candidates that left the policy's filters (a person changed their status): look for them without
-        # the status filter, within what is left of the budget, so their new state reaches the warehouse
-        wider = api_filters(issue_type, selector, _since(missing), stateless=True)
-        wider.setdefault("repos", sorted({c.repository_name for c in missing if c.repository_name}))
-        used, complete = _pull(client, warehouse, issue_type, wider, {c.id for c in missing}, fresh,
-                               budget - out.requests)
-        out.requests += used
+    # candidates that left the policy's filters (a person changed their status) are looked for without them, so
+    # their new state reaches the warehouse
+    out.requests, complete = _pull_twice(client, warehouse, issue_type, selector, candidates, filters, fresh,
+                                         budget)
     undone = ledger.undone_writes(
         warehouse, kind, policy, issue_type,
         ((i, row[_COL["relevant_since"]], row[_COL["triage_state"]]) for i, row in fresh.items()),
@@ -238,21 +253,14 @@ def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, select
         return out
     budget = None if issue_type == "secrets" else math.ceil(len(wanted) / FINDINGS_PAGE_SIZE.maximum) + 1
     fresh: dict[int, tuple[Any, ...]] = {}
-    if issue_type == "secrets":
-        out.requests, _ = _pull(client, warehouse, issue_type, {}, wanted, fresh, budget)
-    else:
-        since = _since(select_by_ids(warehouse, issue_type, sorted(wanted)))
-        as_left = api_filters(issue_type, selector, since)
+    known = select_by_ids(warehouse, issue_type, sorted(wanted))  # twins the warehouse never held are not known
+    as_left: dict[str, Any] = {}
+    if issue_type != "secrets":
+        as_left = api_filters(issue_type, selector, _since(known))
         if status is not None:
             as_left["status"] = status
-        out.requests, _ = _pull(client, warehouse, issue_type, as_left, wanted, fresh, budget)
-        missing = wanted - fresh.keys()
-        if missing and budget is not None and out.requests < budget:
-            wider = api_filters(issue_type, selector, _since(select_by_ids(warehouse, issue_type, sorted(missing))),
-                                stateless=True)
-            wider.pop("ref", None)
-            used, _ = _pull(client, warehouse, issue_type, wider, missing, fresh, budget - out.requests)
-            out.requests += used
+    out.requests, _ = _pull_twice(client, warehouse, issue_type, selector, known, as_left, fresh, budget,
+                                  wanted=wanted, twins=True)
     out.read_back = len(fresh)
     out.unseen = sorted(wanted - fresh.keys())
     log.info("after the write: %d of %d %s findings it named read back from the service in %d request(s)%s",

@@ -202,9 +202,14 @@ def plan_policies(
 
 
 def _ticket_in(raw: str) -> dict[str, Any] | None:
-    """The external ticket in a finding's raw JSON, canonical (``id`` an int, ``externalSlug``), in either dialect:
-    ``external_ticket`` or ``externalTicket`` (secrets), at the top level or under ``usage`` (supply chain)."""
-    data = orjson.loads(raw)
+    """The external ticket in a finding's raw JSON (:func:`ticket_in_data`)."""
+    return ticket_in_data(orjson.loads(raw))
+
+
+def ticket_in_data(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The external ticket in a finding's parsed raw JSON, canonical (``id`` an int, ``url``, ``externalSlug``), in
+    either dialect: ``external_ticket`` or ``externalTicket`` (secrets), at the top level or under ``usage``
+    (supply chain); None without one, or without an id."""
     ticket = _either_ticket(data)
     if ticket is None and isinstance(data.get("usage"), dict):
         ticket = _either_ticket(data["usage"])
