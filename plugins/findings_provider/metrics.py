@@ -161,8 +161,8 @@ def sla_breaches(warehouse: Warehouse, targets: Mapping[str, int], now: datetime
     now = now or datetime.now(timezone.utc)
     summary_rows, listed = [], []
     for severity, target in targets.items():
-        of_severity = and_(findings.c.severity == severity, programme.is_open())
-        late = and_(findings.c.severity == severity, programme.is_overdue(targets, now))
+        of_severity = and_(findings.c.severity == severity, programme.is_open(), programme.in_view())
+        late = and_(findings.c.severity == severity, programme.is_overdue(targets, now), programme.in_view())
         counts = select(func.count(), func.sum(case((late, 1), else_=0))).where(of_severity)
         with warehouse.engine.connect() as conn:
             total, breaching = conn.execute(counts).one()

@@ -13,6 +13,11 @@ the same count. So a number means the same everywhere and can be reproduced by t
 - **ticketed**: it has an issue-tracker ticket (``external_ticket_id``).
 - **fixed**: status ``fixed``.
 - **failed scans**: scans that ended in error or never finished, started in the last 7 days.
+
+Every number counts a finding found on several branches once, as the service's web UI does: the copy on the
+project's primary branch, else the latest (``findings.counted``, :mod:`findings_provider.warehouse.branches`);
+secrets on every branch. A page can ask for every branch's copy instead (``branches="all"``, ``BRANCH_VIEWS``);
+the findings a run wrote to (``touched``) are listed with every copy the run wrote.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, case, false, func, literal, or_, select
+from sqlalchemy import and_, case, false, func, literal, or_, select, true
 
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus, ScanStatus
+from findings_provider.warehouse.branches import is_counted
 from findings_provider.warehouse.schema import findings, scans
 
 #: The programme's numbers: name -> what a page says of it.
@@ -34,6 +40,13 @@ MEASURES: dict[str, str] = {
     "triaged": "Triaged",
     "ticketed": "Ticketed",
     FindingStatus.FIXED.value: "Fixed",
+}
+#: Which copies of a finding found on several branches a number counts (``FindingFilter.branches``): name ->
+#: what a page says of it.
+BRANCH_VIEWS: dict[str, str] = {
+    "": "Counted as the service counts them: a finding on several branches once (its copy on the project's "
+        "primary branch, else the latest); secrets on every branch",
+    "all": "Every branch's copy of each finding",
 }
 #: What the findings list can be sorted by: name -> label.
 SORTS: dict[str, str] = {
@@ -53,16 +66,19 @@ UNKNOWN_SEVERITY = "unknown"
 
 def _allowed(field: str, value: str, allowed: Any) -> None:
     if value and value not in allowed:
-        raise ValueError(f"{field} = {value!r}: expected one of {', '.join(sorted(allowed))}")
+        choices = ", ".join(sorted(a or "(empty)" for a in allowed))
+        raise ValueError(f"{field} = {value!r}: expected one of {choices}")
 
 
 @dataclass(frozen=True)
 class FindingFilter:
     """A selection of findings: what a number counts and what the findings list shows.
 
-    Every field is optional (empty matches everything). ``repository_contains`` and ``rule_contains`` match part
-    of the name, ignoring case; the others match the exact value. ``run_id`` with ``touched`` (``triage`` or
-    ``ticket``) keeps the findings that run wrote to (the caller resolves them: :meth:`where` takes the ids).
+    Every field is optional (empty matches everything, except ``branches``: empty counts one copy of a finding
+    found on several branches, ``all`` every copy; see ``BRANCH_VIEWS``). ``repository_contains`` and
+    ``rule_contains`` match part of the name, ignoring case; the others match the exact value. ``run_id`` with
+    ``touched`` (``triage`` or ``ticket``) keeps the findings that run wrote to, every copy of them (the caller
+    resolves them: :meth:`where` takes the ids).
     """
 
     measure: str = ""
@@ -75,9 +91,11 @@ class FindingFilter:
     rule_contains: str = ""
     run_id: str = ""
     touched: str = ""
+    branches: str = ""
 
     def __post_init__(self) -> None:
         _allowed("measure", self.measure, MEASURES)
+        _allowed("branches", self.branches, BRANCH_VIEWS)
         _allowed("touched", self.touched, TOUCHED)
         if self.touched and not self.run_id:
             raise ValueError(f"touched = {self.touched!r} needs a run_id")
@@ -99,6 +117,8 @@ class FindingFilter:
               touched_ids: Mapping[str, set[int]] | None = None) -> list[Any]:
         """The SQL conditions over ``findings``; ``touched_ids`` (issue type -> ids) when ``touched`` is set."""
         conditions: list[Any] = []
+        if not self.branches and not self.touched:
+            conditions.append(is_counted())
         if self.measure:
             conditions.append(measure_condition(self.measure, targets, now))
         for name, column in (("issue_type", findings.c.issue_type), ("severity", findings.c.severity),
@@ -119,6 +139,13 @@ class FindingFilter:
             conditions.append(or_(false(), *(and_(findings.c.issue_type == t, findings.c.id.in_(sorted(v)))
                                              for t, v in ids.items() if v)))
         return conditions
+
+
+def in_view(branches: str = "") -> Any:
+    """The copies a number counts in the view ``branches`` (``BRANCH_VIEWS``): for the counts that do not go
+    through a :class:`FindingFilter` (per repository, per issue type, the report's tables, the alerts)."""
+    _allowed("branches", branches, BRANCH_VIEWS)
+    return true() if branches else is_counted()
 
 
 def is_open() -> Any:

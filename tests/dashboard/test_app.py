@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from findings_provider.client.models import Project
 from findings_provider.client.vocabulary import SEVERITY_ORDER
 from findings_provider.config import PipelineConfig
 from findings_provider.dashboard import findings_list, links, memo
@@ -29,6 +30,7 @@ from findings_provider.dashboard.views import SCAN_STATUS_LABELS
 from findings_provider.names import APPROVAL_DAGS
 from findings_provider.programme import MEASURES, FindingFilter
 from findings_provider.warehouse import TicketAction, Warehouse, dependency_repository_rows, scan_rows
+from findings_provider.warehouse.branches import store_projects
 from findings_provider.warehouse.schema import findings
 from sqlalchemy import text, update
 
@@ -58,16 +60,18 @@ def client(warehouse: Warehouse, config: PipelineConfig | None = None, *, logged
 
 # --- SQL written out, independent of the provider's -----------------------------------------------------------------
 
-def measure_sql(targets: Mapping[str, int]) -> dict[str, str]:
-    """Each measure as a WHERE clause over ``findings`` (SQLite; ``:now`` is NOW)."""
+def measure_sql(targets: Mapping[str, int], branches: str = "") -> dict[str, str]:
+    """Each measure as a WHERE clause over ``findings`` (SQLite; ``:now`` is NOW), counting one copy of a finding
+    found on several branches (``COUNTED``) unless ``branches`` is ``all``."""
     late = " ".join(f"WHEN '{severity}' THEN {days}" for severity, days in targets.items())
-    return {
+    copies = "" if branches else f" AND {COUNTED}"
+    return {name: f"({where}){copies}" for name, where in {
         "open": OPEN,
         "overdue": f"{OPEN} AND julianday(:now) - julianday(substr(relevant_since, 1, 19)) > CASE severity {late} END",
         "triaged": "triage_state IS NOT NULL AND triage_state NOT IN ('', 'untriaged')",
         "ticketed": "external_ticket_id IS NOT NULL",
         "fixed": "status = 'fixed'",
-    }
+    }.items()}
 
 
 def sql(warehouse: Warehouse, query: str, **params: Any) -> list[tuple[Any, ...]]:
@@ -100,7 +104,8 @@ def listed(web: TestClient, **params: Any) -> list[tuple[str, int]]:
 # --- the programme: varied findings around the fix-time targets -----------------------------------------------------
 
 PROGRAMME = [
-    finding(1, severity="critical", relevant_since=since(9), repository={"name": "acme/api"}),  # late
+    finding(1, severity="critical", relevant_since=since(9), repository={"name": "acme/api"}, ref="main",
+            match_based_id="fp-1"),  # late
     finding(2, severity="critical", relevant_since=since(7), repository={"name": "acme/api"}),  # exactly on target
     finding(3, severity="critical", status="reviewing", triage_state="reviewing", relevant_since=since(60)),  # late
     finding(4, severity="critical", status="fixed", relevant_since=since(400), external_ticket={"id": 501}),
@@ -109,7 +114,8 @@ PROGRAMME = [
     finding(6, severity="high", status="fixing", triage_state="fixing", external_ticket={"id": 503},
             relevant_since=since(14)),
     finding(7, severity="high", status="ignored", triage_state="ignored", relevant_since=since(400)),
-    finding(8, severity="medium", relevant_since=since(120), repository={"name": "acme/web"}),  # late
+    finding(8, severity="medium", relevant_since=since(120), repository={"name": "acme/web"}, ref="main",
+            match_based_id="fp-8"),  # late
     finding(9, severity="medium", triage_state="untriaged", relevant_since=since(28)),
     finding(10, severity="low", relevant_since=since(3000)),  # no target for low
     finding(11, severity="low", status="provisionally_ignored", triage_state="provisionally_ignored"),
@@ -120,8 +126,17 @@ PROGRAMME = [
     finding(1, "secrets", severity="high", status="removed", relevant_since=since(100)),  # neither open nor fixed
     finding(2, "secrets", severity="medium", relevant_since=since(91), external_ticket={"id": 504}),  # late
     finding(3, "secrets", severity=None, status="fixed"),
+    # copies on other branches of sast 1 and 8 (on their projects' primary branch, main): not counted
+    finding(20, severity="critical", relevant_since=since(9), repository={"name": "acme/api"}, ref="feature/x",
+            match_based_id="fp-1"),
+    finding(21, severity="medium", relevant_since=since(100), repository={"name": "acme/web"}, ref="feature/y",
+            match_based_id="fp-8", triage_state="reviewing", status="reviewing"),
 ]
-#: The late ones, by hand (a check of the SQL above as much as of the app).
+#: The primary branch of each project, and the copies that are therefore not counted (by hand).
+PRIMARY = {"acme/api": "main", "acme/web": "main"}
+UNCOUNTED = {("sast", 20), ("sast", 21)}
+COUNTED = "NOT (issue_type = 'sast' AND id IN (20, 21))"
+#: The late ones, by hand (a check of the SQL above as much as of the app), counting one copy of each finding.
 LATE = {("sast", 1), ("sast", 3), ("sast", 5), ("sast", 8), ("sca", 1), ("secrets", 2)}
 SCANS: list[dict[str, Any]] = [
     {"id": "s1", "repository_id": "11", "status": "SCAN_STATUS_ERROR", "started_at": since(1),
@@ -138,6 +153,8 @@ SCANS: list[dict[str, Any]] = [
 
 def seed_programme(warehouse: Warehouse) -> None:
     warehouse.upsert_findings(PROGRAMME)
+    with warehouse.engine.begin() as conn:
+        store_projects(conn, [Project(name=n, primary_branch=b) for n, b in PRIMARY.items()], NOW)
     with warehouse.engine.begin() as conn:  # an empty triage state is untriaged, as "untriaged" is
         conn.execute(update(findings).where(findings.c.issue_type == "sast", findings.c.id == 1)
                      .values(triage_state=""))
@@ -146,18 +163,21 @@ def seed_programme(warehouse: Warehouse) -> None:
         [{"id": 11, "name": "acme/api"}, {"id": 12, "name": "acme/web"}]))
 
 
+@pytest.mark.parametrize("branches", ["", "all"], ids=["one-copy", "every-branch"])
 @pytest.mark.parametrize("targets", [DEFAULT_TARGETS, {"critical": 1, "low": 365}], ids=["default", "configured"])
 def test_every_overview_number_is_the_sql_count_and_the_total_of_the_list_it_links_to(
-        warehouse: Warehouse, targets: dict[str, int]) -> None:
+        warehouse: Warehouse, targets: dict[str, int], branches: str) -> None:
     seed_programme(warehouse)
     config = PipelineConfig(sla={"fix_days": targets})
     web = client(warehouse, config)
-    body = web.get("/api/overview").json()
-    definitions = measure_sql(targets)
+    body = web.get("/api/overview", params={"branches": branches}).json()
+    definitions = measure_sql(targets, branches)
+    assert body["view"]["branches"] == branches
+    assert body["view"]["other"] == ("" if branches else "all")
     if targets == DEFAULT_TARGETS:
         assert targets == {"critical": 7, "high": 30, "medium": 90}
         late = sql(warehouse, f"SELECT issue_type, id FROM findings WHERE {definitions['overdue']}")
-        assert set(late) == LATE
+        assert set(late) == (LATE | UNCOUNTED if branches else LATE)
     assert body["as_of"] == NOW.isoformat()
     assert body["targets"] == targets
     assert [m["name"] for m in body["measures"]] == list(MEASURES)
@@ -176,7 +196,7 @@ def test_every_overview_number_is_the_sql_count_and_the_total_of_the_list_it_lin
     by_name = {m["name"]: m for m in body["measures"]}
     assert {b["severity"] for b in by_name["open"]["by_severity"]} == {*SEVERITY_ORDER, "", "informational"}
     for entry in body["by_type"]:
-        expected = sql_count(warehouse, f"{OPEN} AND issue_type = :t", t=entry["issue_type"])
+        expected = sql_count(warehouse, f"{definitions['open']} AND issue_type = :t", t=entry["issue_type"])
         assert entry["count"] == expected
         assert list_total(web, entry["query"]) == expected
     assert {e["issue_type"] for e in body["by_type"]} == {t for (t,) in sql(
@@ -190,9 +210,10 @@ def test_widget_numbers_are_the_sql_counts_and_link_to_their_lists(warehouse: Wa
                 "subject": "Create 3 tickets?", "created_at": "2026-02-28T00:00:00+00:00"}]
     web = client(warehouse, approvals=waiting)
     body = web.get("/api/widget").json()
-    critical = sql_count(warehouse, f"{OPEN} AND severity = 'critical'")
+    critical = sql_count(warehouse, f"{OPEN} AND severity = 'critical' AND {COUNTED}")
     late = sql_count(warehouse, measure_sql(DEFAULT_TARGETS)["overdue"])
     assert (critical, late) == (4, len(LATE))
+    assert sql_count(warehouse, f"{OPEN} AND severity = 'critical'") == 5  # a copy on another branch
     assert body["open_critical"]["count"] == critical
     assert list_total(web, body["open_critical"]["query"]) == critical
     assert body["overdue"]["count"] == late
@@ -221,7 +242,7 @@ def test_repository_numbers_are_counted_within_the_repository(warehouse: Warehou
     for entry in table:
         name = entry["repository"]
         where = "repository_name = :r" if name else "repository_name IS NULL"
-        assert entry["open"] == sql_count(warehouse, f"{OPEN} AND {where}", r=name)
+        assert entry["open"] == sql_count(warehouse, f"{definitions['open']} AND {where}", r=name)
         assert entry["overdue"] == sql_count(warehouse, f"{definitions['overdue']} AND {where}", r=name)
         if not name:  # findings without a repository: the filter has no value that selects only them
             continue

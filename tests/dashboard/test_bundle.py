@@ -54,7 +54,8 @@ def test_the_bundle_loads_with_airflows_shared_globals_and_registers_every_app_n
 
 def test_a_syntax_error_in_the_bundle_is_caught(tmp_path: Path) -> None:
     broken = tmp_path / "broken.js"
-    broken.write_text(BUNDLE_PATH.read_text(encoding="utf-8").replace("function Overview()", "function Overview(", 1))
+    broken.write_text(BUNDLE_PATH.read_text(encoding="utf-8").replace(
+        "function Overview({ params, setParams })", "function Overview({ params, setParams }", 1))
     result = subprocess.run([node(), "--input-type=module", "-e", PRELUDE, broken.as_uri(), "[]"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from airflow.sdk import AssetAlias
+from findings_provider import programme
 from findings_provider.assets import SCANS
 from findings_provider.client.vocabulary import OPEN_STATUSES
 from findings_provider.compat import AirflowFailException
@@ -17,6 +18,7 @@ from findings_provider.operators.findings import (
     PublishAssetOperator,
 )
 from findings_provider.pipeline import extraction
+from findings_provider.programme import FindingFilter
 
 from .helpers import extract
 
@@ -56,9 +58,15 @@ def test_extract_refuses_an_unknown_issue_type_naming_the_param(fresh, warehouse
 def test_summary_writes_a_report_that_matches_the_warehouse(fresh, warehouse, context) -> None:
     extract()
     result = FindingsSummaryOperator(task_id="summary").execute(context)
-    # open as the programme defines it everywhere: open, reviewing or fixing
-    assert result["open_findings"] == sum(warehouse.count_findings(status=s) for s in OPEN_STATUSES) > 0
-    assert result["open_findings"] > warehouse.count_findings(status="open")  # the generated data has all three
+    # open as the programme defines it everywhere: open, reviewing or fixing, a finding on several branches once
+    every_copy = sum(warehouse.count_findings(status=s) for s in OPEN_STATUSES)
+    with warehouse.engine.connect() as conn:
+        counted = programme.count(conn, FindingFilter(measure="open"), {}, datetime.now(timezone.utc))
+        assert every_copy == programme.count(conn, FindingFilter(measure="open", branches="all"), {},
+                                             datetime.now(timezone.utc))
+    assert result["open_findings"] == counted > 0
+    assert counted < every_copy  # the generated data has findings on several branches
+    assert result["open_findings"] > warehouse.count_findings(status="open", counted=True)  # and all three statuses
     page = Path(result["report"]["html"]).read_text()
     assert page.count("<img") == 3  # by severity, over time (one snapshot day), by repository
     # the same page is in the warehouse, where the dashboard on the API server reads it

@@ -109,9 +109,9 @@ def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default
                 "descending": params.get("order") == "desc"}
 
     @app.get("/api/overview", dependencies=guard)
-    async def overview() -> Any:
+    async def overview(branches: str = "") -> Any:
         return await view(lambda w, c, now: views.overview(w, c.sla.fix_days.targets(), now,
-                                                           approvals=state.approvals()))
+                                                           approvals=state.approvals(), branches=branches))
 
     @app.get("/api/widget", dependencies=guard)
     async def widget() -> Any:
@@ -138,12 +138,12 @@ def create_app(sources: Callable[[], tuple[Warehouse, PipelineConfig]] = default
                                  headers={"Content-Disposition": f'attachment; filename="{safe}.csv"'})
 
     @app.get("/api/repositories", dependencies=guard)
-    async def repositories() -> Any:
-        return await view(lambda w, c, now: views.repositories(w, c.sla.fix_days.targets(), now))
+    async def repositories(branches: str = "") -> Any:
+        return await view(lambda w, c, now: views.repositories(w, c.sla.fix_days.targets(), now, branches))
 
     @app.get("/api/repository", dependencies=guard)
-    async def repository(name: str) -> Any:
-        return await view(lambda w, c, now: views.repository(w, name, c.sla.fix_days.targets(), now))
+    async def repository(name: str, branches: str = "") -> Any:
+        return await view(lambda w, c, now: views.repository(w, name, c.sla.fix_days.targets(), now, branches))
 
     @app.get("/api/scans", dependencies=guard)
     async def scans(status: str = "") -> Any:

@@ -31,7 +31,7 @@ CSV_BATCH = 2000
 #: Most distinct repositories or rules offered as filter suggestions.
 SUGGESTIONS = 500
 #: Columns of the list and of the CSV export, in order.
-COLUMNS = ("issue_type", "id", "repository", "rule", "severity", "status", "triage_state", "ticket_id",
+COLUMNS = ("issue_type", "id", "repository", "branch", "rule", "severity", "status", "triage_state", "ticket_id",
            "detected", "age_days", "due", "overdue_days", "url", "ticket_url")
 _DAY = 86400.0
 
@@ -87,7 +87,8 @@ def _row(r: Any, settings: ListSettings, now: datetime) -> dict[str, Any]:
     due = since.timestamp() + target * _DAY if since and target is not None else None
     overdue = (now.timestamp() - due) / _DAY if due is not None and r.status in OPEN_STATUSES else None
     return {
-        "issue_type": r.issue_type, "id": int(r.id), "repository": r.repository_name, "rule": r.rule_name,
+        "issue_type": r.issue_type, "id": int(r.id), "repository": r.repository_name, "branch": r.ref,
+        "rule": r.rule_name,
         "severity": r.severity, "status": r.status, "triage_state": r.triage_state,
         "ticket_id": None if r.external_ticket_id is None else int(r.external_ticket_id),
         "detected": since.date().isoformat() if since else None,
@@ -98,7 +99,7 @@ def _row(r: Any, settings: ListSettings, now: datetime) -> dict[str, Any]:
     }
 
 
-_SELECTED = (findings.c.issue_type, findings.c.id, findings.c.repository_name, findings.c.rule_name,
+_SELECTED = (findings.c.issue_type, findings.c.id, findings.c.repository_name, findings.c.ref, findings.c.rule_name,
              findings.c.severity, findings.c.status, findings.c.triage_state, findings.c.external_ticket_id,
              findings.c.relevant_since, findings.c.raw)
 

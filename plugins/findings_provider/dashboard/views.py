@@ -23,6 +23,7 @@ from findings_provider.pipeline.summary import LATEST_METRICS_KEY
 from findings_provider.programme import MEASURES, FindingFilter
 from findings_provider.text import http_url
 from findings_provider.warehouse import Warehouse
+from findings_provider.warehouse.branches import primary_branches
 from findings_provider.warehouse.schema import (
     dependencies,
     dependency_repositories,
@@ -77,10 +78,12 @@ def measure_counts(conn: Any, targets: Mapping[str, int], now: datetime,
     return out
 
 
-def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND_DAYS) -> dict[str, Any]:
+def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND_DAYS,
+          branches: str = "") -> dict[str, Any]:
     """Open findings per snapshot day and severity (the daily snapshots of the extraction) over the last ``days``
-    days, oldest first. History changes only when an extraction writes its day's snapshot: the same snapshot, the
-    same trend (kept in :data:`_trends`)."""
+    days, oldest first, counted in the view ``branches`` (``programme.BRANCH_VIEWS``; a snapshot taken before
+    the warehouse knew the counted copies counts every copy). History changes only when an extraction writes its
+    day's snapshot: the same snapshot, the same trend (kept in :data:`_trends`)."""
     s = finding_snapshots.c
     with warehouse.engine.connect() as conn:
         latest = conn.execute(select(func.max(s.day))).scalar()
@@ -88,11 +91,12 @@ def trend(warehouse: Warehouse, repository: str | None = None, days: int = TREND
             select(func.max(s.created_at)).where(s.day == latest)).scalar()
     if latest is None:
         return _trend_of([])
-    return _trends.get(warehouse, (repository, days, latest, str(written)),
-                       lambda: _trend_of(_trend_rows(warehouse, repository, days, latest)))
+    return _trends.get(warehouse, (repository, days, branches, latest, str(written)),
+                       lambda: _trend_of(_trend_rows(warehouse, repository, days, latest, branches)))
 
 
-def _trend_rows(warehouse: Warehouse, repository: str | None, days: int, latest: str) -> list[Any]:
+def _trend_rows(warehouse: Warehouse, repository: str | None, days: int, latest: str,
+                branches: str) -> list[Any]:
     """The last ``days`` calendar days up to the newest snapshot, from the trend index."""
     s = finding_snapshots.c
     where: list[Any] = [s.status.in_(OPEN_STATUSES), s.day >= (date.fromisoformat(latest) - timedelta(
@@ -100,7 +104,8 @@ def _trend_rows(warehouse: Warehouse, repository: str | None, days: int, latest:
     if repository is not None:
         where.append(s.repository_name == repository)
     with warehouse.engine.connect() as conn:
-        return list(conn.execute(select(s.day, s.severity, func.sum(s["count"])).where(*where)
+        counted = s["count"] if branches else func.coalesce(s.counted, s["count"])
+        return list(conn.execute(select(s.day, s.severity, func.sum(counted)).where(*where)
                                  .group_by(s.day, s.severity)))
 
 
@@ -121,21 +126,29 @@ def failed_scans(conn: Any, now: datetime) -> int:
     return int(conn.execute(select(func.count()).select_from(scans).where(programme.is_failed_scan(now))).scalar_one())
 
 
+def branch_view(branches: str) -> dict[str, Any]:
+    """What a page says of the view ``branches`` it counts in, and the other view's query value."""
+    return {"branches": branches, "label": programme.BRANCH_VIEWS[branches],
+            "other": "" if branches else "all", "other_label": programme.BRANCH_VIEWS["" if branches else "all"]}
+
+
 def overview(warehouse: Warehouse, targets: Mapping[str, int], now: datetime,
-             approvals: Sequence[Mapping[str, Any]] | None = ()) -> dict[str, Any]:
+             approvals: Sequence[Mapping[str, Any]] | None = (), branches: str = "") -> dict[str, Any]:
     """The programme numbers now, open findings by type, the trend, failed scans, approvals waiting, and the
-    summary task's time-to-fix and time-to-triage tables."""
+    summary task's time-to-fix and time-to-triage tables; findings counted in the view ``branches``."""
+    base = FindingFilter(branches=branches)
     with warehouse.engine.connect() as conn:
-        measures = measure_counts(conn, targets, now)
-        by_type = conn.execute(select(findings.c.issue_type, func.count()).where(programme.is_open())
+        measures = measure_counts(conn, targets, now, base)
+        by_type = conn.execute(select(findings.c.issue_type, func.count())
+                               .where(programme.is_open(), programme.in_view(branches))
                                .group_by(findings.c.issue_type).order_by(findings.c.issue_type)).all()
         failed = failed_scans(conn, now)
     metrics = warehouse.get_state(LATEST_METRICS_KEY) or {}
     return {
-        "as_of": _iso(now), "targets": dict(targets), "measures": measures,
-        "by_type": [{"issue_type": t, "count": int(n), "query": {"measure": "open", "issue_type": t}}
-                    for t, n in by_type],
-        "trend": trend(warehouse),
+        "as_of": _iso(now), "targets": dict(targets), "measures": measures, "view": branch_view(branches),
+        "by_type": [{"issue_type": t, "count": int(n),
+                     "query": base.narrowed(measure="open", issue_type=t).query()} for t, n in by_type],
+        "trend": trend(warehouse, branches=branches),
         "failed_scans": {"count": failed, "days": programme.FAILED_SCANS_DAYS},
         "approvals": None if approvals is None else [dict(a) for a in approvals],
         "metrics": {k: metrics.get(k) for k in ("run_id", "computed_at", "time_to_fix", "time_to_triage")},
@@ -163,14 +176,17 @@ def repository_names(conn: Any) -> dict[str, str]:
             if n}
 
 
-def repositories(warehouse: Warehouse, targets: Mapping[str, int], now: datetime) -> dict[str, Any]:
-    """Per repository: open findings by severity and those past their target, most at risk first."""
+def repositories(warehouse: Warehouse, targets: Mapping[str, int], now: datetime,
+                 branches: str = "") -> dict[str, Any]:
+    """Per repository: open findings by severity and those past their target, most at risk first (counted in
+    the view ``branches``)."""
     overdue = programme.is_overdue(targets, now)
     with warehouse.engine.connect() as conn:
         rows = conn.execute(select(
             findings.c.repository_name, findings.c.severity, func.count(),
             func.sum(case((overdue, 1), else_=0)),
-        ).where(programme.is_open()).group_by(findings.c.repository_name, findings.c.severity)).all()
+        ).where(programme.is_open(), programme.in_view(branches))
+            .group_by(findings.c.repository_name, findings.c.severity)).all()
     table: dict[str, dict[str, Any]] = {}
     for name, severity, n, late in rows:
         entry = table.setdefault(name or "", {"repository": name or "", "open": 0, "overdue": 0,
@@ -180,16 +196,19 @@ def repositories(warehouse: Warehouse, targets: Mapping[str, int], now: datetime
         entry["by_severity"][severity or "unknown"] = int(n)
     listed = sorted(table.values(), key=lambda e: (-e["overdue"], -e["by_severity"].get("critical", 0),
                                                   -e["open"], e["repository"]))
-    return {"severities": list(SEVERITY_ORDER), "repositories": listed}
+    return {"severities": list(SEVERITY_ORDER), "repositories": listed, "view": branch_view(branches)}
 
 
-def repository(warehouse: Warehouse, name: str, targets: Mapping[str, int], now: datetime) -> dict[str, Any]:
-    """One repository: its programme numbers, trend and newest scans."""
-    base = FindingFilter(repository=name)
+def repository(warehouse: Warehouse, name: str, targets: Mapping[str, int], now: datetime,
+               branches: str = "") -> dict[str, Any]:
+    """One repository: its primary branch, programme numbers, trend and newest scans."""
+    base = FindingFilter(repository=name, branches=branches)
     with warehouse.engine.connect() as conn:
         measures = measure_counts(conn, targets, now, base)
         ids = [i for i, n in repository_names(conn).items() if n == name]
-    return {"repository": name, "measures": measures, "trend": trend(warehouse, repository=name),
+        primary = primary_branches(conn).get(name)
+    return {"repository": name, "primary_branch": primary, "view": branch_view(branches), "measures": measures,
+            "trend": trend(warehouse, repository=name, branches=branches),
             "scans": scan_list(warehouse, repository_ids=ids)["scans"] if ids else []}
 
 

@@ -39,9 +39,11 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES, forget_logged_unknowns
-from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from findings_provider.client.errors import FindingsApiError
+from findings_provider.client.limits import FINDINGS_PAGE_SIZE, PROJECTS_PAGE_SIZE
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
+from findings_provider.warehouse.branches import recount, store_projects
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN
 from findings_provider.warehouse.timestamps import utc_text
 
@@ -449,6 +451,7 @@ def run_extraction(
         )
     if error is not None:
         raise error
+    projects = refresh_projects(client, warehouse, now)
     started = time.perf_counter()
     snapshot = warehouse.take_snapshot(now.date())
     log.info("snapshot of %s: %d rows of counts by issue type, repository, severity and status (%.1f s)",
@@ -460,7 +463,33 @@ def run_extraction(
         "requests": sum(r["requests"] for r in results.values()),
         "rejected": sum(r["rejected"] for r in results.values()),
         "future_dated": sum(r["future_dated"] for r in results.values()),
+        "projects": projects,
     }
+
+
+def refresh_projects(client: FindingsClient, warehouse: Warehouse, now: datetime,
+                     page_size: int = PROJECTS_PAGE_SIZE.default) -> dict[str, Any]:
+    """List every project and store them with their primary branches, then mark the copy of each finding the
+    service counts (:mod:`findings_provider.warehouse.branches`); return what was stored.
+
+    A listing the service refuses or cannot finish leaves the stored projects as they were (the copies are
+    recounted against them) and is logged, not raised: the findings just pulled are stored either way, and only
+    the choice among copies of one finding waits for the next listing. A 404 included: the pulls just proved the
+    deployment, and the reference does not give the listing's path (a service may serve it elsewhere or not at all).
+    """
+    started = time.perf_counter()
+    try:
+        listed = list(client.iter_projects(page_size=page_size))
+    except FindingsApiError as exc:
+        log.warning("projects: listing failed, the stored projects' primary branches are used: %s", exc)
+        with warehouse.engine.begin() as conn:
+            recounted = recount(conn)
+        return {"projects": None, "recounted": recounted, "error": str(exc)}
+    with warehouse.engine.begin() as conn:
+        stored = store_projects(conn, listed, now)
+    log.info("projects: %d listed, %d findings' counted copy changed (%.1f s)", stored["projects"],
+             stored["recounted"], time.perf_counter() - started)
+    return stored
 
 
 def _record_reconciled(warehouse: Warehouse, issue_type: str, start: datetime, run_id: str | None) -> None:

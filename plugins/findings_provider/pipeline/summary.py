@@ -34,7 +34,7 @@ def open_findings_summary(warehouse: Warehouse) -> dict[str, pd.DataFrame]:
             func.coalesce(findings.c.repository_name, "unknown").label("repository"),
             func.count().label("findings"),
         )
-        .where(programme.is_open())
+        .where(programme.is_open(), programme.in_view())
         .group_by(findings.c.issue_type, "severity", "repository")
     )
     with warehouse.engine.connect() as conn:
@@ -87,7 +87,7 @@ def programme_alerts(warehouse: Warehouse, fix_days: Mapping[str, int], now: dat
 def _open_where(warehouse: Warehouse, *conditions: Any) -> list[Any]:
     stmt = select(findings.c.issue_type, findings.c.id, findings.c.severity, findings.c.repository_name,
                   findings.c.rule_name, findings.c.relevant_since).where(
-        programme.is_open(), *conditions).order_by(findings.c.relevant_since)
+        programme.is_open(), programme.in_view(), *conditions).order_by(findings.c.relevant_since)
     with warehouse.engine.connect() as conn:
         return list(conn.execute(stmt))
 

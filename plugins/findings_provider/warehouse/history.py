@@ -22,9 +22,10 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from typing import Any
 
-from sqlalchemy import Select, delete, func, insert, literal, select
+from sqlalchemy import Select, case, delete, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
+from .branches import is_counted
 from .schema import UtcDateTime, finding_snapshots, findings
 
 #: The finding columns whose changes are recorded.
@@ -68,16 +69,18 @@ SNAPSHOT_KEY = ("repository_name", "severity", "status")
 
 
 def snapshot_counts(day: date) -> Select[Any]:
-    """The rows of ``day``'s snapshot: the count of findings per issue type and ``SNAPSHOT_KEY`` (NULL as '')."""
+    """The rows of ``day``'s snapshot: the count of findings per issue type and ``SNAPSHOT_KEY`` (NULL as ''),
+    and of them the copies the service counts (``findings.counted``)."""
     key = [func.coalesce(findings.c[name], "") for name in SNAPSHOT_KEY]
     now = literal(datetime.now(timezone.utc), UtcDateTime)
-    return select(literal(day.isoformat()), findings.c.issue_type, *key, func.count(), now).group_by(
+    counted = func.sum(case((is_counted(), 1), else_=0))
+    return select(literal(day.isoformat()), findings.c.issue_type, *key, func.count(), counted, now).group_by(
         findings.c.issue_type, *key)
 
 
 def take_snapshot(conn: Connection, day: date) -> int:
     """Replace ``day``'s rows of ``finding_snapshots`` with the current counts; return the rows written."""
     conn.execute(delete(finding_snapshots).where(finding_snapshots.c.day == day.isoformat()))
-    columns = ["day", "issue_type", *SNAPSHOT_KEY, "count", "created_at"]
+    columns = ["day", "issue_type", *SNAPSHOT_KEY, "count", "counted", "created_at"]
     result = conn.execute(insert(finding_snapshots).from_select(columns, snapshot_counts(day)))
     return int(result.rowcount)

@@ -107,12 +107,15 @@ findings = Table(
     Column("path", Text),  # the file the finding is in (added in schema 2)
     Column("triaged_at", UtcDateTime),  # when a person or a policy last triaged it (added in schema 3)
     Column("state_updated_at", UtcDateTime),  # when its status last changed in the service (added in schema 3)
+    # the copy the service's web UI counts of a finding found on several branches (revision 0004; see
+    # findings_provider.warehouse.branches): one per fingerprint, every secret
+    Column("counted", Boolean),
     Column("raw", Text, nullable=False),
     _synced_at(),
     PrimaryKeyConstraint("issue_type", "id", name="pk_findings"),
     # covers the daily snapshot's counts and the dashboard's (issue type, status, severity, repository): read
     # from the index, not from the 2-3 KB rows (revision 0002)
-    Index("ix_findings_counts", "issue_type", "status", "severity", "repository_name"),
+    Index("ix_findings_counts", "issue_type", "status", "severity", "repository_name", "counted"),
     Index("ix_findings_type_verdict", "issue_type", "autotriage_verdict"),
     Index("ix_findings_external_ticket", "external_ticket_id"),
     # the dashboard's findings table filters by repository and by rule (added in schema 3)
@@ -120,7 +123,10 @@ findings = Table(
     Index("ix_findings_rule", "rule_name"),
     # the programme's numbers (open, past the fix-time target, triaged, ticketed, fixed) by severity, read from
     # the index (revision 0003)
-    Index("ix_findings_programme", "status", "severity", "relevant_since", "triage_state", "external_ticket_id"),
+    # the copies of one finding on several branches, and those not marked yet (revision 0004; warehouse.branches)
+    Index("ix_findings_fingerprint", "issue_type", "repository_name", "match_based_id", "counted"),
+    Index("ix_findings_programme", "status", "severity", "relevant_since", "triage_state", "external_ticket_id",
+          "counted"),
 )
 
 scans = Table(
@@ -300,10 +306,13 @@ finding_snapshots = Table(
     Column("severity", Text, nullable=False),
     Column("status", Text, nullable=False),
     Column("count", Integer, nullable=False),
+    # of them, the copies the service's web UI counts (``findings.counted``; NULL in snapshots taken before
+    # revision 0004, when only every branch's copies were counted)
+    Column("counted", Integer),
     _created_at(),
     PrimaryKeyConstraint("day", "issue_type", "repository_name", "severity", "status", name="pk_finding_snapshots"),
     # the dashboard's trend: open findings per day and severity read from the index (revision 0003)
-    Index("ix_finding_snapshots_trend", "day", "status", "severity", "repository_name", "count"),
+    Index("ix_finding_snapshots_trend", "day", "status", "severity", "repository_name", "count", "counted"),
 )
 
 #: Reports as people open them (HTML with its charts), kept in the warehouse so that the dashboard on the API
@@ -318,4 +327,20 @@ reports = Table(
     Column("html", Text, nullable=False),
     _created_at(),
     Index("ix_reports_name", "name", "id"),
+)
+
+#: The deployment's projects as the service lists them (revision 0004): their primary branch decides which copy
+#: of a finding found on several branches is counted (``findings.counted``). Replaced by every complete listing.
+projects = Table(
+    "projects",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("id", BigInteger),
+    Column("primary_branch", Text),
+    Column("default_branch", Text),
+    Column("tags", JsonText),
+    Column("url", Text),
+    Column("latest_scan_at", UtcDateTime),
+    Column("raw", Text, nullable=False),
+    _synced_at(),
 )

@@ -51,7 +51,9 @@ const MEASURES = [
   ["fixed", "Fixed"],
 ];
 const FILTER_FIELDS = ["measure", "issue_type", "severity", "status", "repository", "repository_contains", "rule",
-  "rule_contains", "run_id", "touched"];
+  "rule_contains", "run_id", "touched", "branches"];
+//: Which copies of a finding found on several branches are counted (programme.BRANCH_VIEWS).
+const BRANCH_CHOICES = [["", "One per finding, as the service counts"], ["all", "Every branch's copy"]];
 
 // --- data ---------------------------------------------------------------------------------------------------
 
@@ -168,6 +170,19 @@ function Section({ title, children, aside }) {
 
 function Muted({ children }) {
   return h(UI.Text, { color: "fg.muted", fontSize: "sm" }, children);
+}
+
+//: Says which copies the numbers below count, with a link to the other view (the page's ``branches`` param).
+function BranchView({ view, params, setParams }) {
+  if (!view) return null;
+  const other = () => {
+    const next = new URLSearchParams(params);
+    if (view.other) next.set("branches", view.other); else next.delete("branches");
+    setParams(next);
+  };
+  return h(UI.HStack, { gap: 2, wrap: "wrap", mb: 2, "data-testid": "branch-view" },
+    h(UI.Text, { fontSize: "sm", color: "fg.muted" }, `${view.label}.`),
+    h(UI.Button, { size: "xs", variant: "outline", onClick: other }, `Show: ${view.other_label.toLowerCase()}`));
 }
 
 function DataTable({ columns, rows, empty, rowKey }) {
@@ -307,13 +322,15 @@ function DurationTable({ rows, empty }) {
   ] });
 }
 
-function Overview() {
+function Overview({ params, setParams }) {
   useTitle("Overview");
-  const state = useApi("api/overview");
+  const branches = params ? params.get("branches") || "" : "";
+  const state = useApi("api/overview", { branches });
   return h(Loading, { state }, (d) => {
     const byName = Object.fromEntries(d.measures.map((m) => [m.name, m]));
     const targets = Object.entries(d.targets).map(([s, n]) => `${s} ${n} d`).join(", ") || "none";
     return h(UI.Box, null,
+      h(BranchView, { view: d.view, params, setParams }),
       h(Muted, null, `Counted at ${when(d.as_of)} from the warehouse. Fix-time targets: ${targets}.`),
       h(UI.Flex, { gap: 3, wrap: "wrap", mt: 3 },
         h(Stat, { label: "Open", value: byName.open.total, query: byName.open.query }),
@@ -378,6 +395,8 @@ function Findings({ params, setParams }) {
           onCommit: (v) => update({ repository_contains: v, repository: "" }) }),
         h(TextFilter, { label: "Rule", name: "rule_contains", value: query.rule_contains || query.rule,
           suggestions: o.rule, onCommit: (v) => update({ rule_contains: v, rule: "" }) }),
+        h(Select, { label: "Copies", name: "branches", value: query.branches, options: BRANCH_CHOICES,
+          onChange: (v) => update({ branches: v }) }),
         h(Select, { label: "Sort by", name: "sort", value: sort, options: SORTS, onChange: (v) => update({ sort: v }) }),
         h(Select, { label: "Order", name: "order", value: order, options: [["", "Ascending"], ["desc", "Descending"]],
           onChange: (v) => update({ order: v }) })),
@@ -397,6 +416,7 @@ function Findings({ params, setParams }) {
         { title: "Finding", render: (r) => h(OutLink, { href: r.url }, String(r.id)) },
         { title: "Repository", render: (r) => r.repository ?
           h(InLink, { to: viewPath("repository", { name: r.repository }) }, r.repository) : "-" },
+        { title: "Branch", key: "branch" },
         { title: "Rule", key: "rule" },
         { title: "Status", render: (r) => words(r.status) },
         { title: "Triage", render: (r) => words(r.triage_state) },
@@ -411,28 +431,33 @@ function Findings({ params, setParams }) {
 
 // --- other pages --------------------------------------------------------------------------------------------
 
-function Repositories() {
+function Repositories({ params, setParams }) {
   useTitle("Repositories");
-  const state = useApi("api/repositories");
-  return h(Loading, { state }, (d) => h(DataTable, {
+  const branches = params.get("branches") || "";
+  const state = useApi("api/repositories", { branches });
+  return h(Loading, { state }, (d) => h(UI.Box, null, h(BranchView, { view: d.view, params, setParams }), h(DataTable, {
     rows: d.repositories, rowKey: (r) => r.repository, empty: "No open finding.",
     columns: [
-      { title: "Repository", render: (r) => h(InLink, { to: viewPath("repository", { name: r.repository }) }, r.repository || "(none)") },
-      { title: "Open", numeric: true, render: (r) => h(Count, { value: r.open, query: { measure: "open", repository: r.repository } }) },
+      { title: "Repository", render: (r) => h(InLink, { to: viewPath("repository", { name: r.repository, branches }) }, r.repository || "(none)") },
+      { title: "Open", numeric: true, render: (r) => h(Count, { value: r.open, query: { measure: "open", repository: r.repository, branches } }) },
       { title: "Past target", numeric: true, render: (r) => h(Count, { value: r.overdue, emphasis: true,
-        query: { measure: "overdue", repository: r.repository } }) },
+        query: { measure: "overdue", repository: r.repository, branches } }) },
       ...d.severities.map((s) => ({ title: words(s), numeric: true, render: (r) => h(Count, {
-        value: r.by_severity[s] || 0, query: { measure: "open", severity: s, repository: r.repository } }) })),
+        value: r.by_severity[s] || 0, query: { measure: "open", severity: s, repository: r.repository, branches } }) })),
     ],
-  }));
+  })));
 }
 
-function Repository({ params }) {
+function Repository({ params, setParams }) {
   const name = params.get("name") || "";
+  const branches = params.get("branches") || "";
   useTitle(name);
-  const state = useApi("api/repository", { name });
+  const state = useApi("api/repository", { name, branches });
   return h(Loading, { state }, (d) => h(UI.Box, null,
     h(UI.Heading, { size: "lg", mb: 2 }, d.repository),
+    h(Muted, null, d.primary_branch ? `Primary branch: ${d.primary_branch}.` :
+      "Primary branch not known yet: the findings_extraction DAG lists the projects."),
+    h(BranchView, { view: d.view, params, setParams }),
     h(Section, { title: "Findings by severity" }, h(MeasureTable, { measures: d.measures })),
     h(Section, { title: "Open findings per day" }, h(Trend, { trend: d.trend })),
     h(Section, { title: "Newest scans" }, h(ScanTable, { scans: d.scans }))));

@@ -1,0 +1,124 @@
+"""One count per finding across branches: which stored copy of a finding the service's web UI counts.
+
+The service finds the same issue on every branch it scans, as one finding per branch with the same fingerprint
+(``match_based_id``). Its web UI counts such a finding once, and so does its API with ``dedup=true``: the copy on
+the project's primary branch, else the latest one (``api-notes.md``, "SBOM export and liveness"). Secrets are
+counted on every branch, in both. The warehouse keeps every copy (each is a finding of its own, triaged and
+ticketed on its own) and marks the counted one:
+
+- ``findings.counted`` is true for the copy counted, false for the other copies; a secret, and a finding without
+  a fingerprint, is always counted. Among the copies of one fingerprint (same issue type, repository and
+  ``match_based_id``) the counted one is the copy on the project's ``primary_branch`` (``projects``), else the one
+  detected last (``relevant_since``, NULL oldest), ties by the highest id.
+- :func:`recount` sets it, writing only the rows whose mark changes; the extraction runs it after its pulls and
+  before the day's snapshot, and the read-back after a write runs it too (it may store copies the warehouse did not
+  have).
+- :func:`store_projects` replaces ``projects`` with a complete listing of the deployment's projects.
+
+``findings_provider.programme`` counts only counted copies unless a page asks for every branch's copy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from sqlalchemy import case, delete, false, func, insert, or_, select, true, tuple_, update
+from sqlalchemy.engine import Connection
+
+from .schema import findings, projects
+from .timestamps import utc_datetime
+
+if TYPE_CHECKING:
+    from findings_provider.client.models import Project
+
+log = logging.getLogger(__name__)
+
+#: The issue type whose findings are counted on every branch.
+EVERY_BRANCH_TYPES = ("secrets",)
+
+
+def is_counted() -> Any:
+    """The condition over ``findings`` of a copy the service's web UI counts (NULL, before the first
+    :func:`recount`, counts: the warehouse then holds no second copy it knows of)."""
+    return or_(findings.c.counted.is_(None), findings.c.counted == true())
+
+
+def _always_counted() -> Any:
+    return or_(findings.c.issue_type.in_(EVERY_BRANCH_TYPES), findings.c.match_based_id.is_(None),
+               findings.c.match_based_id == "")
+
+
+def _fingerprint() -> tuple[Any, Any, Any]:
+    return findings.c.issue_type, findings.c.repository_name, findings.c.match_based_id
+
+
+def recount(conn: Connection, *, everything: bool = False) -> int:
+    """Mark the counted copy of each finding (see the module's docstring); return the rows whose mark changed.
+
+    By default only the fingerprints with a copy not marked yet (``counted`` NULL: stored since the last
+    recount) are looked at, found in ``ix_findings_fingerprint``; ``everything`` looks at every fingerprint (the
+    primary branches changed). One ``UPDATE ... FROM`` a window over the fingerprints looked at.
+    """
+    on_primary = case((findings.c.ref == projects.c.primary_branch, 0), else_=1)
+    rank = func.row_number().over(
+        partition_by=_fingerprint(),
+        order_by=(on_primary, findings.c.relevant_since.desc().nulls_last(), findings.c.id.desc()),
+    )
+    where = [~_always_counted()]
+    if not everything:
+        unmarked = select(*_fingerprint()).where(findings.c.counted.is_(None)).distinct()
+        where.append(tuple_(*_fingerprint()).in_(unmarked))
+    ranked = (
+        select(findings.c.issue_type, findings.c.id, case((rank == 1, true()), else_=false()).label("first"))
+        .select_from(findings.outerjoin(projects, projects.c.name == findings.c.repository_name))
+        .where(*where)
+        .subquery("ranked")
+    )
+    changed = conn.execute(
+        update(findings)
+        .values(counted=ranked.c.first)
+        .where(findings.c.issue_type == ranked.c.issue_type, findings.c.id == ranked.c.id,
+               or_(findings.c.counted.is_(None), findings.c.counted != ranked.c.first))
+    ).rowcount
+    changed += conn.execute(
+        update(findings).values(counted=true())
+        .where(_always_counted(), or_(findings.c.counted.is_(None), findings.c.counted == false()))
+    ).rowcount
+    return int(changed)
+
+
+def project_rows(listed: Iterable[Project], now: datetime) -> list[dict[str, Any]]:
+    """Rows of ``projects`` from the client's projects (a name listed twice: the last listing)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for p in listed:
+        rows[p.name] = {
+            "name": p.name, "id": p.id, "primary_branch": p.primary_branch or None,
+            "default_branch": p.default_branch or None, "tags": list(p.tags), "url": p.url,
+            "latest_scan_at": utc_datetime(p.latest_scan_at),
+            "raw": orjson.dumps(p.model_dump(mode="json", exclude_none=True)).decode(), "synced_at": now,
+        }
+    return list(rows.values())
+
+
+def store_projects(conn: Connection, listed: Iterable[Project], now: datetime) -> dict[str, int]:
+    """Replace ``projects`` with a complete listing (projects no longer listed are removed), then
+    :func:`recount`; return the projects stored and the findings whose mark changed."""
+    rows = project_rows(listed, now)
+    before = primary_branches(conn)
+    conn.execute(delete(projects))
+    if rows:
+        conn.execute(insert(projects), rows)
+    changed = recount(conn, everything=primary_branches(conn) != before)
+    log.info("projects: %d stored (primary branches of the counted copies); %d findings recounted", len(rows),
+             changed)
+    return {"projects": len(rows), "recounted": changed}
+
+
+def primary_branches(conn: Connection) -> dict[str, str]:
+    """Project name -> primary branch, for the projects that have one."""
+    return {n: b for n, b in conn.execute(select(projects.c.name, projects.c.primary_branch)) if b}
+

@@ -1,0 +1,116 @@
+"""Which copy of a finding found on several branches is counted (``findings_provider.warehouse.branches``), on
+SQLite and PostgreSQL, and what the programme's numbers then count."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from findings_provider import programme
+from findings_provider.client.models import Project
+from findings_provider.programme import FindingFilter
+from findings_provider.warehouse import Warehouse, finding_row_from_dict
+from findings_provider.warehouse.branches import recount, store_projects
+from findings_provider.warehouse.schema import findings
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def warehouse(engine: Engine) -> Warehouse:
+    """On SQLite and on PostgreSQL (``engine`` of tests/warehouse/conftest.py: an empty database each time)."""
+    store = Warehouse(engine)
+    store.create_all()
+    return store
+
+
+def copy(finding_id: int, ref: str, days_ago: float, fingerprint: str | None = "fp-1", issue_type: str = "sast",
+         repository: str = "acme/api", **fields: Any) -> tuple:
+    body = {"id": finding_id, "status": "open", "severity": "high", "ref": ref, "repository": {"name": repository},
+            "relevant_since": (NOW - timedelta(days=days_ago)).isoformat(), **fields}
+    if fingerprint is not None:
+        body["match_based_id"] = fingerprint
+    return finding_row_from_dict(issue_type, body)
+
+
+def projects(conn: Any, **primary: str) -> dict[str, int]:
+    return store_projects(conn, [Project(name=name, primary_branch=branch) for name, branch in primary.items()], NOW)
+
+
+def counted(warehouse: Warehouse) -> dict[int, bool | None]:
+    with warehouse.engine.connect() as conn:
+        return {int(i): c for i, c in conn.execute(select(findings.c.id, findings.c.counted))}
+
+
+def test_the_copy_on_the_primary_branch_is_counted_else_the_latest(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([
+        copy(1, "main", 30), copy(2, "feature/x", 1), copy(3, "develop", 2),  # fp-1: main is primary
+        copy(4, "feature/a", 5, "fp-2"), copy(5, "feature/b", 3, "fp-2"),  # fp-2: no copy on main, latest is 5
+        copy(6, "feature/c", 3, "fp-3"), copy(7, "feature/d", 3, "fp-3"),  # fp-3: a tie, the highest id
+        copy(8, "main", 9, "fp-1", repository="acme/web"),  # the same fingerprint in another repository
+        copy(9, "feature/x", 1, None), copy(10, "main", 1, None),  # no fingerprint: each counted
+    ])
+    with warehouse.engine.begin() as conn:
+        assert projects(conn, **{"acme/api": "main", "acme/web": "main"}) == {"projects": 2, "recounted": 10}
+    assert counted(warehouse) == {1: True, 2: False, 3: False, 4: False, 5: True, 6: False, 7: True, 8: True,
+                                  9: True, 10: True}
+
+
+def test_secrets_are_counted_on_every_branch(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([
+        finding_row_from_dict("secrets", {"id": str(i), "ref": ref, "ruleHashId": "same",
+                                          "status": "FINDING_STATUS_OPEN", "repository": {"name": "acme/api"}})
+        for i, ref in ((11, "main"), (12, "dev"))
+    ])
+    with warehouse.engine.begin() as conn:
+        recount(conn, everything=True)
+    assert counted(warehouse) == {11: True, 12: True}
+
+
+def test_a_new_primary_branch_moves_the_count_and_a_new_copy_takes_it_when_stored(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([copy(1, "main", 30), copy(2, "develop", 1)])
+    with warehouse.engine.begin() as conn:
+        projects(conn, **{"acme/api": "main"})
+    assert counted(warehouse) == {1: True, 2: False}
+    with warehouse.engine.begin() as conn:  # the project's primary branch changed in the service
+        assert projects(conn, **{"acme/api": "develop"})["recounted"] == 2
+    assert counted(warehouse) == {1: False, 2: True}
+    with warehouse.engine.begin() as conn:  # listed again, unchanged: nothing to write
+        assert projects(conn, **{"acme/api": "develop"})["recounted"] == 0
+    # a copy stored later is unmarked (counted until recounted), and the recount looks at its fingerprint only
+    warehouse.upsert_findings([copy(3, "develop", 0), copy(4, "main", 0, "fp-9")])
+    assert counted(warehouse)[3] is None
+    with warehouse.engine.begin() as conn:
+        assert recount(conn) == 3  # 2 loses the count to 3 (same branch, later); 3 and 4 marked
+    assert counted(warehouse) == {1: False, 2: False, 3: True, 4: True}
+
+
+def test_a_project_no_longer_listed_is_forgotten(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([copy(1, "main", 30), copy(2, "develop", 1)])
+    with warehouse.engine.begin() as conn:
+        projects(conn, **{"acme/api": "main", "acme/old": "trunk"})
+        assert projects(conn, **{"acme/old": "trunk"})["recounted"] == 2  # acme/api's primary branch unknown now
+    assert counted(warehouse) == {1: False, 2: True}  # the latest copy
+
+
+def test_the_programme_counts_one_copy_unless_a_page_asks_for_every_branch(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([copy(1, "main", 30, severity="critical"), copy(2, "develop", 1, severity="critical"),
+                               copy(3, "main", 1, "fp-2", status="fixed"), copy(4, "feature/x", 1, "fp-2")])
+    with warehouse.engine.begin() as conn:
+        projects(conn, **{"acme/api": "main"})
+    with warehouse.engine.connect() as conn:
+        one = programme.count(conn, FindingFilter(measure="open"), {}, NOW)
+        every = programme.count(conn, FindingFilter(measure="open", branches="all"), {}, NOW)
+        critical = programme.counts_by_severity(conn, "open", {}, NOW)
+        fixed = programme.count(conn, FindingFilter(measure="fixed"), {}, NOW)
+    # fp-2 is fixed on the primary branch: the service counts it fixed, though a feature branch's copy is open
+    assert (one, every, critical, fixed) == (1, 3, {"critical": 1}, 1)
+    # a run's own findings (touched) are listed with every copy it wrote
+    touched = FindingFilter(run_id="r", touched="triage").where({}, NOW, {"sast": {2}})
+    with warehouse.engine.connect() as conn:
+        assert conn.execute(select(findings.c.id).where(*touched)).scalars().all() == [2]
+    with pytest.raises(ValueError, match="branches = 'some'"):
+        FindingFilter(branches="some")
