@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from findings_provider.client import AmbiguousWriteError, FindingsApiError, TicketRequest, TransportError
 from findings_provider.client.limits import TICKETS_LIMIT
+from findings_provider.pipeline import freshness
 from findings_provider.pipeline.selection import select_by_ids
 from findings_provider.pipeline.ticket_outcomes import (
     IN_FLIGHT_KEY,
@@ -185,10 +186,17 @@ def _send_batch(sender: FindingsClient, warehouse: Warehouse, batch: TicketBatch
     raise AssertionError("unreachable: the last attempt returns")
 
 
+#: The fields a resend must find as the warehouse had them (``freshness.changes`` compares them). Narrower than the
+#: re-read before sending (``freshness.WATCHED``): a ticket is judged first, by ``_send_batch`` (one there is this
+#: request's doing, recorded as succeeded, not a person's act), and the resend rule (docs/pipelines.md) names the
+#: status and triage state only, so a change of the triage reason alone does not stop a resend.
+RESEND_WATCHED = ("status", "triage_state")
+
+
 def _changed(warehouse: Warehouse, issue_type: str, fresh: dict[int, Any]) -> bool:
     """Whether any of the re-read findings is unlisted, or its status or triage state is not the warehouse's."""
     before = {f.id: f for f in select_by_ids(warehouse, issue_type, sorted(fresh))}
-    return any(f is None or i not in before or (f.status, f.triage_state) != (before[i].status, before[i].triage_state)
+    return any(f is None or i not in before or freshness.changes(before[i], f, RESEND_WATCHED)
                for i, f in fresh.items())
 
 
