@@ -9,7 +9,7 @@ to the last warehouse write:
   planned findings re-read from the service (the fresh state before the write), one bulk-triage request per
   chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in the warehouse and read back
   from the service (``freshness.settle``: the warehouse equals the service for what was written);
-- tickets: ``pipeline.tickets.plan_policies`` with a benchmark policy (every open code finding, so that there
+- tickets: ``pipeline.ticket_plan.plan_policies`` with a benchmark policy (every open code finding, so that there
   are enough (repository, rule) groups), its candidates re-read from the service and cut to the first
   ``--groups`` groups by ``fresh_batches`` (batches of 20 groups), sent by ``create_tickets``; outcomes recorded
   per finding, then the findings the requests named read back (``settle_batches``).
@@ -46,7 +46,7 @@ def main() -> None:
     from findings_provider.client import FindingsClient
     from findings_provider.client.limits import FINDINGS_PAGE_SIZE, TICKETS_LIMIT, TRIAGE_LIMIT
     from findings_provider.config import TicketPolicy, load_pipeline_config
-    from findings_provider.pipeline import extraction, tickets, triage
+    from findings_provider.pipeline import extraction, ticket_plan, ticket_send, tickets, triage
     from findings_provider.warehouse import Warehouse, make_engine
 
     reset_database(args.database_url)
@@ -90,11 +90,11 @@ def main() -> None:
                                      select={"status": ["open"]})
         admin.delete("/_emulator/requests").raise_for_status()
         started = time.perf_counter()
-        (ticket_plan,) = tickets.plan_policies(warehouse, [ticket_policy])
-        chosen, reread = tickets.fresh_batches(client, warehouse, [ticket_plan],
+        (planned_tickets,) = ticket_plan.plan_policies(warehouse, [ticket_policy])
+        chosen, reread = tickets.fresh_batches(client, warehouse, [planned_tickets],
                                                allowed={ticket_policy.name: args.groups}, run_id="bench-tickets")
         groups = sum(len(b.groups) for b in chosen)
-        tally = tickets.create_tickets(client, warehouse, chosen, run_id="bench-tickets")
+        tally = ticket_send.create_tickets(client, warehouse, chosen, run_id="bench-tickets")
         settled: dict[str, Any] = {}
         tickets.settle_batches(client, warehouse, chosen, {ticket_policy.name: ticket_policy.selector}, settled)
         seconds = time.perf_counter() - started
@@ -104,8 +104,8 @@ def main() -> None:
             "seconds": seconds, "groups_per_s": groups / seconds,
             "requests": requests["by_operation"].get("tickets", 0),
             "expected_requests": math.ceil(groups / TICKETS_LIMIT.maximum),
-            "candidates": len(ticket_plan.selected), "reread_requests": reread["reread_requests"],
-            "reread_budget": math.ceil(len(ticket_plan.selected) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "candidates": len(planned_tickets.selected), "reread_requests": reread["reread_requests"],
+            "reread_budget": math.ceil(len(planned_tickets.selected) / FINDINGS_PAGE_SIZE.maximum) + 1,
             "settle_requests": settled["settle_requests"], "settled": settled["settled"],
             "settle_named": settled["settle_named"],
             "settle_budget": math.ceil(settled["settle_named"] / FINDINGS_PAGE_SIZE.maximum) + 1,

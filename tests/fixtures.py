@@ -96,7 +96,7 @@ WATCHED = ("status", "triage_state", "triage_reason", "external_ticket_id")
 
 def service_state(client: FindingsClient, issue_type: str) -> dict[int, tuple[Any, ...]]:
     """The service's :data:`WATCHED` columns of every finding of ``issue_type``, as the warehouse holds them."""
-    from findings_provider.pipeline.tickets import ticket_of
+    from findings_provider.pipeline.ticket_outcomes import ticket_of
 
     out = {}
     pages = client.iter_secrets() if issue_type == "secrets" else client.iter_findings(issue_type, page_size=3000)

@@ -30,7 +30,7 @@ import pytest
 from findings_emulator.testing import EmulatorProcess, free_port
 from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.pipeline import extraction
-from findings_provider.warehouse import Warehouse, make_engine, store
+from findings_provider.warehouse import Warehouse, make_engine, upsert
 from findings_provider.warehouse.schema import findings, metadata, triage_actions
 from findings_provider.warehouse.versioning import VERSION_TABLE
 from present import present
@@ -178,7 +178,7 @@ def on_second_page_write(monkeypatch: pytest.MonkeyPatch, fault: Callable[[], No
     before its COPY; only once: not into the repeated attempt); yields the list of pages it fired on."""
     fired: list[int] = []
     calls = {"n": 0}
-    real = store._copy_text
+    real = upsert._copy_text
 
     def copy_text(rows: Any) -> str:
         calls["n"] += 1
@@ -187,7 +187,7 @@ def on_second_page_write(monkeypatch: pytest.MonkeyPatch, fault: Callable[[], No
             fired.append(calls["n"])
         return real(rows)
 
-    monkeypatch.setattr(store, "_copy_text", copy_text)
+    monkeypatch.setattr(upsert, "_copy_text", copy_text)
     yield fired
 
 

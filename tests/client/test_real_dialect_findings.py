@@ -18,7 +18,7 @@ from findings_provider.client.models import Finding
 from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import FindingSelector
 from findings_provider.pipeline.freshness import api_filters
-from findings_provider.pipeline.tickets import _ticket_in, ticket_of
+from findings_provider.pipeline.ticket_outcomes import ticket_in_raw, ticket_of
 from findings_provider.warehouse import FINDING_COLUMNS, finding_rows
 from findings_provider.warehouse.timestamps import utc_text
 from present import present
@@ -165,10 +165,10 @@ def test_reachability_null_stays_null():
 def test_ticket_reread_finds_camel_case_external_ticket():
     """The ticket re-read: ``externalTicket`` (secrets) with a digit-string id, in raw JSON and typed."""
     raw = orjson.dumps(d.secret_real()).decode()
-    assert _ticket_in(raw) == {"id": 12, "url": "https://t/SEC-12", "externalSlug": "SEC-12"}
+    assert ticket_in_raw(raw) == {"id": 12, "url": "https://t/SEC-12", "externalSlug": "SEC-12"}
     assert present(ticket_of(typed("secrets", d.secret_real())))["id"] == 12
     usage = orjson.dumps({"id": 1, "usage": {"externalTicket": {"id": "9", "externalSlug": "S-9"}}}).decode()
-    assert present(_ticket_in(usage))["id"] == 9
+    assert present(ticket_in_raw(usage))["id"] == 9
 
 
 def test_selector_accepts_either_spelling():

@@ -30,7 +30,7 @@ import pytest
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.config import load_pipeline_config
-from findings_provider.pipeline import extraction, tickets, triage
+from findings_provider.pipeline import extraction, ticket_plan, ticket_send, tickets, triage
 from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.schema import finding_events, ticket_actions
 from fixtures import (
@@ -162,7 +162,7 @@ def run_day(client: FindingsClient, warehouse: Warehouse, people: People, emulat
         client, warehouse, list(TYPES), now=at, logical_date=at, run_id=run_id,
         full_refresh_max_age=timedelta(hours=24), page_size=500)
     plans = triage.plan_triage(warehouse, [TRIAGE_POLICY], chunk_size=60)
-    ticket_plans = tickets.plan_policies(warehouse, TICKET_POLICIES)
+    ticket_plans = ticket_plan.plan_policies(warehouse, TICKET_POLICIES)
     planned = [f.id for p in plans for f in p.selected][:20]
     planned += [f.id for p in ticket_plans if p.policy.issue_type == "sast" for f in p.selected][:20]
     people.between(planned)
@@ -180,7 +180,7 @@ def run_day(client: FindingsClient, warehouse: Warehouse, people: People, emulat
 
 def test_every_day_ends_exact(emulator: EmulatorProcess, warehouse: Warehouse,
                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tickets, "RESEND_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(ticket_send, "RESEND_DELAYS", (0.0, 0.0))
     people = People(emulator, seed=26)
     days: list[dict[str, Any]] = []
     with client_of(emulator, retry_policy=RetryPolicy(max_retries=4, backoff_base=0.01)) as client:
@@ -214,5 +214,6 @@ def test_every_day_ends_exact(emulator: EmulatorProcess, warehouse: Warehouse,
         assert sum(d["tickets"]["settled"] for d in days) >= 1
         # one more run with no one acting and no fault: every finding the ticket policies select gets its one ticket
         tickets.run_tickets(client, warehouse, TICKET_POLICIES, tickets_per_call=10, run_id="quiet")
-        assert [p.selected for p in tickets.plan_policies(warehouse, TICKET_POLICIES)] == [[]] * len(TICKET_POLICIES)
+        left = ticket_plan.plan_policies(warehouse, TICKET_POLICIES)
+        assert [p.selected for p in left] == [[]] * len(TICKET_POLICIES)
         assert twice_ticketed(emulator, people) == []

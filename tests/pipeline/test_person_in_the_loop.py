@@ -11,7 +11,7 @@ import math
 
 import pytest
 from findings_provider.config import load_pipeline_config
-from findings_provider.pipeline import approval, extraction, tickets, triage
+from findings_provider.pipeline import approval, extraction, ticket_outcomes, ticket_plan, tickets, triage
 from findings_provider.pipeline.approval import ApprovalError
 from findings_provider.warehouse.schema import dropped_findings, findings, triage_actions
 from present import present
@@ -157,7 +157,7 @@ def test_tickets_leave_alone_what_a_person_did_and_a_closed_ticket_stays_closed(
     fresh_emulator, emulator_client, warehouse
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
-    (code, supply) = tickets.plan_policies(warehouse, TICKET_POLICIES)  # the secrets policy is disabled
+    (code, supply) = ticket_plan.plan_policies(warehouse, TICKET_POLICIES)  # the secrets policy is disabled
     ticketed_by_person, ignored_by_person = [f.id for f in code.selected[:2]]
     fresh_emulator.person_acts(ticketed_by_person, ticket="create")
     fresh_emulator.person_acts(ignored_by_person, triage_state="ignored", triage_reason="acceptable_risk")
@@ -171,7 +171,7 @@ def test_tickets_leave_alone_what_a_person_did_and_a_closed_ticket_stays_closed(
     assert out["dropped"] == 2
     now = service(emulator_client, "sast")
     assert now[ignored_by_person].external_ticket is None
-    assert present(tickets.ticket_of(now[ticketed_by_person]))["externalSlug"].startswith("PERSON-")
+    assert present(ticket_outcomes.ticket_of(now[ticketed_by_person]))["externalSlug"].startswith("PERSON-")
 
     closed = code.selected[2].id
     fresh_emulator.person_acts(closed, ticket="remove")  # a person closes the ticket we created
@@ -197,7 +197,7 @@ def test_caps_stop_a_run_without_approval_and_a_param_only_lowers_them(fresh_emu
     assert sent_ids(fresh_emulator, "tickets", seq) == []
 
     # the plan step records that a person must approve; the write refuses until one has
-    plans = tickets.plan_policies(warehouse, small)
+    plans = ticket_plan.plan_policies(warehouse, small)
     reasons = [r for p in plans if (r := p.over_cap)]
     approval.record_plan(warehouse, approval.TICKETS, "c2", reasons=reasons,
                          planned={p.policy.name: p.tickets for p in plans})

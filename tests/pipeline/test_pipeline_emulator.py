@@ -13,7 +13,7 @@ import pytest
 from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.config import load_pipeline_config
-from findings_provider.pipeline import extraction, scans, tickets, triage
+from findings_provider.pipeline import extraction, scans, ticket_outcomes, ticket_plan, ticket_send, triage
 from findings_provider.warehouse.schema import findings, ticket_actions, triage_actions
 from present import present
 from sqlalchemy import func, select
@@ -156,7 +156,7 @@ def policy_truth(client):
             if f.severity in ("high", "critical") and f.external_ticket is None}
     sca = {i for i, f in api_findings(client, "sca", status="open").items()
            if f.severity in ("high", "critical") and f.reachability in ("reachable", "always_reachable")
-           and tickets.ticket_of(f) is None}
+           and ticket_outcomes.ticket_of(f) is None}
     return {"sast": sast, "sca": sca}
 
 
@@ -169,7 +169,7 @@ def emulator_tickets(emulator, client):
         linked = {}
         for issue_type in ("sast", "sca", "secrets"):
             for f in api_findings(client, issue_type).values():
-                ticket = tickets.ticket_of(f)
+                ticket = ticket_outcomes.ticket_of(f)
                 if ticket is not None:
                     linked[ticket["id"]] = {"issue_type": issue_type, "issue_ids": ticket["linkedIssueIds"]}
         api_made = sorted(linked)[:created]  # API tickets count up from 1; generated ones are numbered far above
@@ -187,8 +187,8 @@ def test_policy_findings_get_exactly_one_ticket_across_runs(fresh_emulator, emul
     assert truth["sca"]
     seq = last_seq(fresh_emulator)
 
-    batches = tickets.plan_tickets(warehouse, CONFIG.ticket_creation.policies)
-    tally = tickets.create_tickets(emulator_client, warehouse, batches, run_id="r1")
+    batches = ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies)
+    tally = ticket_send.create_tickets(emulator_client, warehouse, batches, run_id="r1")
 
     made = ticketed_ids(fresh_emulator, emulator_client)
     assert set(made) == {(t, i) for t, ids in truth.items() for i in ids}
@@ -203,8 +203,8 @@ def test_policy_findings_get_exactly_one_ticket_across_runs(fresh_emulator, emul
     assert all(wh[t][i].external_ticket_id is not None for t, ids in truth.items() for i in ids)
 
     seq = last_seq(fresh_emulator)
-    again = tickets.create_tickets(emulator_client, warehouse,
-                                   tickets.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r2")
+    again = ticket_send.create_tickets(
+        emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r2")
     assert again.requests == 0
     assert requests_of(fresh_emulator, "tickets", seq) == []
     assert ticketed_ids(fresh_emulator, emulator_client) == made
@@ -215,8 +215,8 @@ def test_lost_ticket_response_creates_no_duplicates(fresh_emulator, emulator_cli
     truth = policy_truth(emulator_client)
     fresh_emulator.add_fault(operation="tickets", schedule=["drop_after"])  # created, then the response is lost
 
-    tally = tickets.create_tickets(emulator_client, warehouse,
-                                   tickets.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r1")
+    tally = ticket_send.create_tickets(
+        emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r1")
     assert tally.recovered > 0
 
     with warehouse.engine.connect() as conn:
@@ -225,19 +225,19 @@ def test_lost_ticket_response_creates_no_duplicates(fresh_emulator, emulator_cli
     made = ticketed_ids(fresh_emulator, emulator_client)
     assert {(t, i) for t, i, _ in recorded} == set(made) == {(t, i) for t, ids in truth.items() for i in ids}
     assert max(made.values()) == 1
-    tickets.create_tickets(emulator_client, warehouse,
-                           tickets.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r2")
+    ticket_send.create_tickets(
+        emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r2")
     assert ticketed_ids(fresh_emulator, emulator_client) == made
 
 
 def test_a_server_error_that_did_nothing_is_sent_again_in_the_same_run(fresh_emulator, emulator_client, warehouse,
                                                                        monkeypatch) -> None:
-    monkeypatch.setattr(tickets, "RESEND_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(ticket_send, "RESEND_DELAYS", (0.0, 0.0))
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     sast_policy = [p for p in CONFIG.ticket_creation.policies if p.issue_type == "sast"]
     fresh_emulator.add_fault(operation="tickets", schedule=["500"])  # the service failed: nothing created
-    tally = tickets.create_tickets(emulator_client, warehouse, tickets.plan_tickets(warehouse, sast_policy),
-                                   run_id="r1")
+    tally = ticket_send.create_tickets(emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, sast_policy),
+                                       run_id="r1")
     assert tally.resent > 0
     assert (tally.succeeded, tally.failed) == (tally.resent, 0)
     assert max(ticketed_ids(fresh_emulator, emulator_client).values()) == 1
@@ -248,14 +248,14 @@ def test_failed_ticket_requests_are_retried_by_the_next_run(fresh_emulator, emul
     sast_policy = [p for p in CONFIG.ticket_creation.policies if p.issue_type == "sast"]
     # a gateway's answer: nothing created, but nothing proves the service is done with it: the next run re-reads
     fresh_emulator.add_fault(operation="tickets", schedule=["502"])
-    first = tickets.create_tickets(emulator_client, warehouse, tickets.plan_tickets(warehouse, sast_policy),
-                                   run_id="r1")
+    first = ticket_send.create_tickets(emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, sast_policy),
+                                       run_id="r1")
     assert first.succeeded == 0
     assert first.failed > 0
     assert emulator_tickets(fresh_emulator, emulator_client) == []
 
-    second = tickets.create_tickets(emulator_client, warehouse, tickets.plan_tickets(warehouse, sast_policy),
-                                    run_id="r2")
+    second = ticket_send.create_tickets(emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, sast_policy),
+                                        run_id="r2")
     assert second.succeeded == first.failed
     assert max(ticketed_ids(fresh_emulator, emulator_client).values()) == 1
 

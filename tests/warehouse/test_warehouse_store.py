@@ -1,60 +1,23 @@
-"""The Warehouse on a real SQLite file and a real PostgreSQL: schema, upserts, state, logs, selections."""
+"""The Warehouse on a real SQLite file and a real PostgreSQL: schema, state, logs, selections (its bulk upserts:
+``test_warehouse_upsert.py``)."""
 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
 
-import msgspec
-import orjson
 import pytest
-from findings_provider.warehouse import (
-    TicketAction,
-    Warehouse,
-    dependency_repository_rows,
-    dependency_rows,
-    finding_row_from_dict,
-    finding_rows,
-    policy_rule_rows,
-    scan_rows,
-)
+from findings_provider.warehouse import TicketAction, Warehouse, finding_row_from_dict
 from findings_provider.warehouse.schema import (
-    dependencies,
-    dependency_repositories,
-    findings,
     metadata,
     pipeline_state,
     policy_changes,
-    policy_rules,
-    scans,
     ticket_actions,
     triage_actions,
 )
-from sqlalchemy import func, inspect, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import inspect
+from warehouse_rows import finding, stored
 
 from devtools.warehouse import make_pre_versioning_warehouse
-
-# JSON text whose bytes must survive both dialects' bulk paths: whitespace including tab and newline between
-# tokens, backslash escapes, quotes, a literal backslash-N, non-ASCII.
-AWKWARD_RAW = (
-    '{\n\t"id": 1,\r\n "status": "open",'
-    ' "rule_message": "a \\"quoted\\" \\\\N \\\\ \\t\\n caf\u00e9 \\u00e9",'
-    ' "relevant_since": "2020-11-18T23:28:12.391Z"}'
-)
-
-
-def finding(finding_id: int, **fields) -> tuple:
-    """One finding row built from a dict (status open unless given)."""
-    return finding_row_from_dict("sast", {"id": finding_id, "status": "open", **fields})
-
-
-def stored(engine: Engine, table, *columns, **where) -> list[tuple]:
-    """Rows of ``table`` (selected columns) matching ``where``, ordered by the table's primary key."""
-    stmt = select(*(table.c[c] for c in columns)).where(*(table.c[k] == v for k, v in where.items()))
-    with engine.connect() as conn:
-        return [tuple(row) for row in conn.execute(stmt.order_by(*table.primary_key.columns))]
-
 
 # --- schema ---------------------------------------------------------------------------------------
 
@@ -97,180 +60,6 @@ def test_create_all_races_safely(engine):
         thread.join()
     assert errors == []
     assert set(inspect(engine).get_table_names()) >= set(metadata.tables)
-
-
-# --- findings upsert ------------------------------------------------------------------------------
-
-
-def test_upsert_inserts_then_updates_a_changed_finding(warehouse, engine):
-    assert warehouse.upsert_findings([finding(1), finding(2)]) == 2
-    ((first_sync,),) = stored(engine, findings, "synced_at", id=1)
-    assert warehouse.upsert_findings([finding(1, status="ignored", triage_reason="false_positive")]) == 1
-    ((status, reason, synced_at),) = stored(engine, findings, "status", "triage_reason", "synced_at", id=1)
-    assert (status, reason) == ("ignored", "false_positive")
-    assert synced_at > first_sync
-    assert stored(engine, findings, "status", id=2) == [("open",)]
-
-
-def test_unchanged_findings_are_not_written_again(warehouse, engine):
-    rows = [finding(i, severity="high") for i in range(1, 51)]
-    assert warehouse.upsert_findings(rows) == 50
-    before = stored(engine, findings, "id", "synced_at", "raw")
-    assert warehouse.upsert_findings(rows) == 0
-    assert stored(engine, findings, "id", "synced_at", "raw") == before
-
-
-def test_upsert_counts_only_rows_written(warehouse):
-    warehouse.upsert_findings([finding(i) for i in range(1, 6)])
-    batch = [finding(1), finding(2, status="fixed"), finding(3), finding(6), finding(7)]
-    assert warehouse.upsert_findings(batch) == 3
-
-
-def test_duplicate_ids_in_one_batch_last_wins(warehouse, engine):
-    batch = [
-        finding(1, status="open"),
-        finding(2),
-        finding(1, status="fixed"),
-        finding(1, status="reviewing"),
-    ]
-    assert warehouse.upsert_findings(batch) == 2
-    assert stored(engine, findings, "id", "status") == [(1, "reviewing"), (2, "open")]
-
-
-def test_same_id_of_other_issue_types_are_other_findings(warehouse, engine):
-    warehouse.upsert_findings(
-        [finding_row_from_dict(kind, {"id": 1, "severity": kind}) for kind in ("sast", "sca", "secrets")]
-    )
-    assert stored(engine, findings, "issue_type", "severity") == [
-        ("sast", "sast"),
-        ("sca", "sca"),
-        ("secrets", "secrets"),
-    ]
-
-
-def test_raw_survives_the_bulk_path_byte_for_byte(warehouse, engine):
-    (row,) = finding_rows("sast", [msgspec.Raw(AWKWARD_RAW.encode())])
-    warehouse.upsert_findings([row])
-    ((raw,),) = stored(engine, findings, "raw")
-    assert raw == AWKWARD_RAW
-    assert warehouse.upsert_findings([row]) == 0
-
-
-def test_values_and_types_read_back(warehouse, engine):
-    sca = {
-        "id": 2**40,
-        "repository": {"name": "acme/web"},
-        "severity": "high",
-        "reachability": "reachable",
-        "relevant_since": "2020-11-18T20:46:25.269650Z",
-        "external_ticket": {"id": 2**33},
-        "first_seen_scan_id": 12,
-    }
-    warehouse.upsert_findings([finding_row_from_dict("sca", sca)])
-    with engine.connect() as conn:
-        row = conn.execute(select(findings)).one()
-    assert row.id == 2**40
-    assert row.external_ticket_id == 2**33
-    assert (row.repository_name, row.reachability, row.autotriage_verdict) == ("acme/web", "reachable", None)
-    assert row.relevant_since == datetime(2020, 11, 18, 20, 46, 25, 269650, tzinfo=timezone.utc)
-    assert row.synced_at.tzinfo is not None
-    assert orjson.loads(row.raw) == sca
-
-
-def test_timestamps_compare_as_instants(warehouse, engine):
-    stamps = {
-        1: "2020-11-18T23:28:12.391Z",
-        2: "2020-11-19 01:00:00.000000+00:00",
-        3: "2020-11-18T22:00:00.5Z",
-    }
-    warehouse.upsert_findings([finding(i, relevant_since=s) for i, s in stamps.items()])
-    cutoff = datetime(2020, 11, 18, 23, 0, tzinfo=timezone.utc)
-    with engine.connect() as conn:
-        later = conn.execute(select(findings.c.id).where(findings.c.relevant_since > cutoff).order_by("id"))
-        newest = conn.execute(select(func.max(findings.c.relevant_since))).scalar_one()
-    assert list(later.scalars()) == [1, 2]
-    assert newest == datetime(2020, 11, 19, 1, tzinfo=timezone.utc)
-
-
-def test_empty_upsert_writes_nothing(warehouse):
-    assert warehouse.upsert_findings([]) == 0
-    assert warehouse.count_findings() == 0
-
-
-# --- other API tables -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("table", "method", "build", "first", "changed"),
-    [
-        (
-            scans,
-            "upsert_scans",
-            scan_rows,
-            {
-                "id": "10",
-                "status": "SCAN_STATUS_RUNNING",
-                "is_full_scan": True,
-                "started_at": "2020-11-18T23:28:12Z",
-            },
-            {
-                "id": "10",
-                "status": "SCAN_STATUS_COMPLETED",
-                "exit_code": 1,
-                "completed_at": "2020-11-18T23:30:00Z",
-            },
-        ),
-        (
-            policy_rules,
-            "upsert_policy_rules",
-            lambda items: policy_rule_rows("5", items),
-            {"id": "r1", "path": "python.sqli", "policyMode": "MODE_MONITOR"},
-            {"id": "r1", "path": "python.sqli", "policyMode": "MODE_BLOCK"},
-        ),
-        (
-            dependencies,
-            "upsert_dependencies",
-            dependency_rows,
-            {"id": "d1", "name": "lodash", "version": "4.17.20", "license": ["MIT"]},
-            {"id": "d1", "name": "lodash", "version": "4.17.21", "license": ["MIT"]},
-        ),
-        (
-            dependency_repositories,
-            "upsert_dependency_repositories",
-            dependency_repository_rows,
-            {"id": 3, "name": "acme/web", "numDependencies": 10, "hasDependencyPathScan": False},
-            {"id": 3, "name": "acme/web", "numDependencies": 11, "hasDependencyPathScan": True},
-        ),
-    ],
-)
-def test_other_tables_upsert_idempotently(warehouse, engine, table, method, build, first, changed):
-    upsert = getattr(warehouse, method)
-    assert upsert(build([first, first])) == 1
-    assert upsert(build([first])) == 0
-    assert upsert(build([changed])) == 1
-    ((raw,),) = stored(engine, table, "raw")
-    assert orjson.loads(raw) == changed
-
-
-def test_scan_columns_read_back(warehouse, engine):
-    warehouse.upsert_scans(
-        scan_rows(
-            [
-                {
-                    "id": 7,
-                    "repository_id": 3,
-                    "commit": "abc",
-                    "is_full_scan": False,
-                    "exit_code": 2,
-                    "started_at": "2020-11-18 23:28:12.391807+00:00",
-                    "status": "SCAN_STATUS_ERROR",
-                }
-            ]
-        )
-    )
-    assert stored(engine, scans, "id", "repository_id", "commit", "is_full_scan", "exit_code", "started_at") == [
-        ("7", "3", "abc", False, 2, datetime(2020, 11, 18, 23, 28, 12, 391807, tzinfo=timezone.utc))
-    ]
 
 
 # --- pipeline state -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from findings_provider.client.limits import TICKETS_LIMIT
 from findings_provider.config import TicketConfig, TicketPolicy
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTicketedLink, TicketsCreatedLink
-from findings_provider.pipeline import approval, tickets
+from findings_provider.pipeline import approval, ticket_plan, tickets
 from findings_provider.values import as_bool, as_int, as_optional_digits, as_optional_int
 
 #: The defaults of pipeline.yaml's ``ticket_creation``: an argument left out takes its value from here.
@@ -50,12 +50,12 @@ class PlanTicketsOperator(FindingsBaseOperator):
     def run(self, context: Any) -> dict[str, Any]:
         group_issues = as_bool(self.group_issues, "group_issues")
         warehouse = self.warehouse_hook.get_warehouse()
-        plans = tickets.plan_policies(warehouse, self.policies, group_issues=group_issues,
-                                      max_tickets=as_optional_int(self.max_tickets, "max_tickets", minimum=1))
+        plans = ticket_plan.plan_policies(warehouse, self.policies, group_issues=group_issues,
+                                          max_tickets=as_optional_int(self.max_tickets, "max_tickets", minimum=1))
         reasons = [r for p in plans if (r := p.over_cap)]
         approval.record_plan(warehouse, approval.TICKETS, context.get("run_id"), reasons=reasons,
                              planned={p.policy.name: p.tickets for p in plans})
-        subject, body = tickets.approval_text(plans, reasons)
+        subject, body = ticket_plan.approval_text(plans, reasons)
         self.log.info("plan: %d tickets for %d findings%s", sum(p.tickets for p in plans),
                       sum(len(p.selected) for p in plans),
                       f"; a person approves first: {'; '.join(reasons)}" if reasons else "")

@@ -2,5 +2,7 @@
 
 ``scans`` (search, store, classify, alert text), ``extraction`` (incremental findings pulls with a watermark),
 ``selection`` (policy selections from the warehouse), ``triage`` (plan and execute bulk triage) and ``tickets``
-(plan and create grouped tickets without ever ticketing a finding twice). Operators are thin wrappers of these.
+(a run of grouped ticket creation that never tickets a finding twice: ``ticket_plan`` plans it, ``ticket_send``
+sends the requests, ``ticket_outcomes`` records and reconciles what became of them). Operators are thin wrappers of
+these.
 """

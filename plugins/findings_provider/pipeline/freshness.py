@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import insert
 
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from findings_provider.client.models import Finding
 from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import FindingSelector
 from findings_provider.pipeline import ledger
@@ -152,12 +153,20 @@ def matches(row: Sequence[Any], selector: FindingSelector) -> list[str]:
     ]
 
 
-def changes(before: SelectedFinding, row: Sequence[Any]) -> list[str]:
-    """What changed in the service since the warehouse read ``before``: ``status open -> reviewing``, ..."""
+def changes(before: SelectedFinding, now: Sequence[Any] | Finding, watched: Sequence[str] = WATCHED) -> list[str]:
+    """What a person (or another tool) changed in the service since the warehouse read ``before``, of the
+    ``watched`` fields: ``status open -> reviewing``, ... ``now``: the service's finding as a warehouse row
+    (``FINDING_COLUMNS``) or as the client's typed finding; both hold the canonical values
+    (``canonical.FINDING_FIELDS``). The one answer to "did a person act since we read it", before a write
+    (:func:`reread`) and before a same-run resend of a ticket request (``ticket_send``)."""
+
+    def value(name: str) -> Any:
+        return getattr(now, name) if isinstance(now, Finding) else now[_COL[name]]
+
     return [
-        f"{name} {getattr(before, name)!r} -> {row[_COL[name]]!r}"
-        for name in WATCHED
-        if getattr(before, name) != row[_COL[name]]
+        f"{name} {getattr(before, name)!r} -> {value(name)!r}"
+        for name in watched
+        if getattr(before, name) != value(name)
     ]
 
 
