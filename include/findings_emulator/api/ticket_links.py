@@ -36,7 +36,7 @@ def _known_ids(connection: Connection, ids: list[int]) -> list[Any]:
     missing = sorted(set(ids) - {row.id for row in rows})
     if missing:
         raise invalid("issue_ids", f"no finding with the ids {missing}")
-    return rows
+    return list(rows)
 
 
 def _ticket_of(connection: Connection, ticket_id: int) -> tuple[str, str] | None:
