@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from . import __version__
-from .api import admin_router, api_router
+from .api import admin_router, api_router, download_router
 from .errors import install_error_handlers
 from .gateway import Gateway
 from .state import Emulator
@@ -23,6 +23,7 @@ def create_fastapi(emulator: Emulator) -> FastAPI:
     app.state.emulator = emulator
     install_error_handlers(app)
     app.include_router(api_router())
+    app.include_router(download_router)
     app.include_router(admin_router)
     return app
 

@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer findings as a flat top-level {\"findings\": [...]}")
     p.add_argument("--dialect", choices=["reference", "real"], default=d.dialect,
                    help="wire format: the API reference's or the real service's")
+    p.add_argument("--sbom-polls", type=int, default=d.sbom_polls, metavar="N",
+                   help="SBOM export jobs finish on their N-th poll (the polls before answer in progress)")
+    p.add_argument("--sbom-url-ttl", type=float, default=d.sbom_url_ttl, metavar="SECONDS",
+                   help="how long a finished SBOM export's download link works")
     p.add_argument("--retired-policies", action="store_true", help="policy endpoints answer 410 Gone")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="fault rule: the admin route's JSON, or OPERATION:KIND,KIND,... (e.g. findings:429,ok,503)")
@@ -63,7 +67,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         secrets=args.secrets, ai_findings=args.ai_findings, deployment_id=args.deployment_id,
         deployment_slug=args.deployment_slug,
         db=args.db, scan_duration=args.scan_duration, flat_findings=args.flat_findings,
-        retired_policies=args.retired_policies, dialect=args.dialect, faults=faults, log_level=args.log_level,
+        retired_policies=args.retired_policies, dialect=args.dialect, sbom_polls=args.sbom_polls,
+        sbom_url_ttl=args.sbom_url_ttl, faults=faults, log_level=args.log_level,
     )
 
 

@@ -24,6 +24,8 @@ RESETTABLE = (
     "flat_findings",
     "retired_policies",
     "dialect",
+    "sbom_polls",
+    "sbom_url_ttl",
 )
 #: Wire formats: the API reference's, or the real service's (see the README's "Dialects").
 DIALECTS = ("reference", "real")
@@ -52,6 +54,8 @@ class EmulatorConfig:
     flat_findings: bool = False
     retired_policies: bool = False
     dialect: str = "reference"
+    sbom_polls: int = 3
+    sbom_url_ttl: float = 300.0
     faults: tuple[FaultSpec, ...] = ()
     log_level: str = "info"
 
@@ -66,6 +70,10 @@ class EmulatorConfig:
             raise ValueError("repositories and rules: at least 1 each")
         if self.dialect not in DIALECTS:
             raise ValueError(f"dialect: must be one of {', '.join(DIALECTS)}, got {self.dialect!r}")
+        if self.sbom_polls < 1:
+            raise ValueError(f"sbom_polls: at least 1 (the poll that finishes the job), got {self.sbom_polls}")
+        if self.sbom_url_ttl <= 0:
+            raise ValueError(f"sbom_url_ttl: must be positive, got {self.sbom_url_ttl}")
         if self.scan_duration < 0:
             raise ValueError(f"scan_duration: must not be negative, got {self.scan_duration}")
 

@@ -28,6 +28,8 @@ VALIDATION = {"valid": "VALIDATION_STATE_CONFIRMED_VALID", "invalid": "VALIDATIO
 #: Real ``validation_state`` selection values -> the emulator's stored ones (no stored value for the others).
 VALIDATION_FILTER = {"confirmed_valid": "valid", "confirmed_invalid": "invalid"}
 MODES = ("MODE_MONITOR", "MODE_COMMENT", "MODE_BLOCK")
+#: ``assistant.component.risk``: the real service knows ``high``, ``low`` and ``neutral`` only.
+COMPONENT_RISK = {"medium": "neutral"}
 _MANIFESTS = {"package-lock.json": "package.json", "yarn.lock": "package.json", "pnpm-lock.yaml": "package.json",
               "poetry.lock": "pyproject.toml", "Pipfile.lock": "Pipfile", "go.sum": "go.mod",
               "Cargo.lock": "Cargo.toml", "Gemfile.lock": "Gemfile", "composer.lock": "composer.json",
@@ -58,8 +60,18 @@ def usage_location(location: dict[str, Any], url: str | None) -> dict[str, Any]:
             "end_line": location["endLine"], "end_col": location["endColumn"], "url": url}
 
 
+def assistant_to_real(assistant: Any) -> Any:
+    """A code finding's ``assistant`` with the real service's component risks (``medium`` -> ``neutral``)."""
+    if not isinstance(assistant, dict) or not isinstance(assistant.get("component"), dict):
+        return assistant  # None, or a pre-serialised fragment already in the dialect
+    risk = assistant["component"].get("risk")
+    return {**assistant, "component": {**assistant["component"], "risk": COMPONENT_RISK.get(risk, risk)}}
+
+
 def finding_to_real(body: dict[str, Any]) -> dict[str, Any]:
     """Convert a code or supply-chain finding to the real dialect, in place (idempotent); returns it."""
+    if "assistant" in body:
+        body["assistant"] = assistant_to_real(body["assistant"])
     body["location"] = _renamed(body.get("location"), _LOCATION_KEYS)
     body["external_ticket"] = ticket_to_real(body.get("external_ticket"))
     body["rule"] = _renamed(body.get("rule"), _RULE_KEYS)

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 OPERATIONS = (
     "deployments", "dependencies", "dependency_repositories", "scans_search", "scan_get", "policies_list",
     "policy_rules", "policy_update", "tickets", "findings", "projects", "managed_scan", "triage", "tags_add",
-    "tags_remove", "secrets",
+    "tags_remove", "secrets", "ping", "project_get", "project_update", "project_delete", "lockfiles",
+    "sbom_export", "sbom_status", "sbom_download", "tickets_link", "tickets_unlink", "ticket_delete",
 )
 #: Kinds that carry the request out completely (changes included), then answer wrongly.
 ACT_KINDS = ("drop_after", "truncate", "act_500", "act_html", "act_wrong_shape", "act_redirect", "act_slow",

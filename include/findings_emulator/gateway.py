@@ -117,7 +117,7 @@ class Gateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope."""
         path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(("/_emulator", "/api/")):
+        if scope["type"] != "http" or not path.startswith(("/_emulator", "/api/", "/downloads/")):
             await self.app(scope, receive, send)
         elif path.startswith("/_emulator"):
             client = scope.get("client")
@@ -156,6 +156,8 @@ class Gateway:
             "operation": operation,
             "query": parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True),
             "body": _parse_json(body), "status": None, "fault": fault.kind if fault else None,
+            # whether the request carried credentials (never their value): the SBOM download must come without
+            "authorization_sent": any(k.lower() == b"authorization" for k, _ in scope.get("headers", [])),
         }
         if operation in ARRAY_PARAMETERS:
             scope = {**scope, "query_string": split_comma_arrays(scope.get("query_string", b""),

@@ -32,7 +32,7 @@ class FindingListing:
         if ids is None:
             t = schema.findings.c
             where = conditions(filters)
-            if filters.dedup:
+            if filters.dedup and filters.issue_type != "secrets":  # secrets count on every branch
                 where.append(dedup_condition(filters))
             query = select(t.id).where(*where).order_by(t.relevant_since.desc(), t.id)
             ids = array("q", connection.execute(query).scalars())

@@ -35,7 +35,7 @@ def _insert_world(connection: Connection, world: World) -> None:
         latest[scan["repository_id"]] = max(latest.get(scan["repository_id"], 0.0), scan["started_at"])
     connection.execute(insert(schema.repositories), [
         {"id": r.id, "name": r.name, "url": r.url, "primary_branch": r.primary_branch,
-         "default_branch": r.primary_branch, "visibility": r.visibility, "tags": orjson.dumps(r.tags).decode(),
+         "default_branch": r.default_branch, "visibility": r.visibility, "tags": orjson.dumps(r.tags).decode(),
          "diff_scan": r.diff_scan, "full_scan": r.full_scan, "has_dependency_path_scan": r.has_dependency_path_scan,
          "created_at": r.created_at, "latest_scan_at": latest.get(r.id)}
         for r in world.repositories

@@ -94,6 +94,17 @@ class RepositoriesBody(Body):
     pageSize: int = Field(5, ge=1, le=100, validation_alias=AliasChoices("pageSize", "page_size"))
 
 
+class LockfilesBody(Body):
+    """List lockfiles in a repository: ``cursor`` (a number, or its digits; 0 or absent starts), ``pageSize``
+    (``page_size`` accepted; default 100, max 1000), ``dependencyFilter``."""
+
+    cursor: UInt32 | Digits | None = None
+    dependencyFilter: DependencyFilter | None = None
+    deploymentId: str | None = None
+    repositoryId: str | int | None = None
+    pageSize: int = Field(100, ge=1, le=1000, validation_alias=AliasChoices("pageSize", "page_size"))
+
+
 class TotalTimeRange(Body):
     """A range of scan durations."""
 
@@ -199,3 +210,86 @@ class ManagedScanBody(Body):
     projectName: str | None = None
     diff_scan: Toggle | None = None
     full_scan: Toggle | None = None
+
+
+class ManagedScanConfig(Body):
+    """A project's managed scan settings, as a PATCH sets them."""
+
+    diff_scan: Toggle | None = None
+    full_scan: Toggle | None = None
+
+
+class ProjectPatchBody(Body):
+    """Update a project: any of ``tags`` (replacing them), ``primary_branch``, ``managed_scan_config``."""
+
+    deploymentSlug: str | None = None
+    projectName: str | None = None
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = None
+    primary_branch: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    managed_scan_config: ManagedScanConfig | None = None
+
+
+CycloneDxVersion = Literal["SBOM_CYCLONE_DX_VERSION_V1_4", "SBOM_CYCLONE_DX_VERSION_V1_5",
+                           "SBOM_CYCLONE_DX_VERSION_V1_6", "SBOM_CYCLONE_DX_VERSION_V1_7"]
+
+
+class SbomFormatVersion(Body):
+    """The document format of an SBOM export: CycloneDX in one of its versions."""
+
+    format: Literal["SBOM_FORMAT_CYCLONEDX"]
+    cyclonedxVersion: CycloneDxVersion
+
+
+class SupplierContact(Body):
+    """A contact of the SBOM's supplier."""
+
+    name: str | None = None
+    email: str | None = None
+    phone: str | None = None
+
+
+class SbomSupplier(Body):
+    """The SBOM's supplier (``metadataSupplier``)."""
+
+    name: str | None = None
+    url: str | None = None
+    contact: SupplierContact | list[SupplierContact] | None = None
+
+    def cyclonedx(self) -> dict[str, Any]:
+        """The supplier as CycloneDX's ``metadata.supplier`` (``url`` and ``contact`` are lists there)."""
+        contacts = self.contact if isinstance(self.contact, list) else [self.contact] if self.contact else []
+        supplier: dict[str, Any] = {"name": self.name} if self.name else {}
+        if self.url:
+            supplier["url"] = [self.url]
+        if contacts:
+            supplier["contact"] = [c.model_dump(exclude_none=True) for c in contacts]
+        return supplier
+
+
+class SbomExportBody(Body):
+    """Start an SBOM export (camelCase, as the real service takes it); ``repositoryId`` a digit string (a number
+    is accepted too)."""
+
+    deploymentId: str | None = None
+    repositoryId: IdDigits | Annotated[StrictInt, Field(ge=0, le=2**63 - 1)]
+    ref: str | None = None
+    formatVersion: SbomFormatVersion
+    metadataComponentType: str | None = None
+    metadataSupplier: SbomSupplier | None = None
+
+
+#: A finding id in a ticket request: a digit string (as the service takes them) or, leniently, an integer.
+IssueId = IdDigits | Annotated[StrictInt, Field(ge=0, le=2**63 - 1)]
+
+
+class TicketLinkBody(Body):
+    """Link findings to an existing tracker ticket."""
+
+    ticket_url: Annotated[StrictStr, StringConstraints(pattern=r"^https?://\S+$", max_length=2000)]
+    issue_ids: list[IssueId] = Field(min_length=1)
+
+
+class TicketUnlinkBody(Body):
+    """Unlink findings from their tickets."""
+
+    issue_ids: list[IssueId] = Field(min_length=1)

@@ -61,11 +61,14 @@ def render_summary(row: Any, deployment_id: str, real: bool = False) -> dict[str
 
 
 def _real_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    """Scan metadata as the real service sends it: titles as plain strings, the trigger under ``on``."""
+    """Scan metadata as the real service sends it: titles as plain strings, ``pull_request_id`` a string (as
+    the schema types it), the trigger under ``on``."""
     def plain(value: Any) -> Any:
         return value.get("value") if isinstance(value, dict) else value
+    pr_id = meta.get("pull_request_id")
     return {**meta, "commit_title": plain(meta.get("commit_title")),
             "pull_request_title": plain(meta.get("pull_request_title")),
+            "pull_request_id": None if pr_id is None else str(pr_id),
             "on": "push" if meta.get("pull_request_id") is None else "pull_request"}
 
 

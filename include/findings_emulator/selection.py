@@ -34,6 +34,8 @@ Visibility = Literal["public", "private", "unknown"]
 ValidationState = Literal["valid", "invalid", "confirmed_valid", "confirmed_invalid", "validation_error",
                           "no_validator"]
 
+#: The ``ref`` value that means each project's default branch (``default_branch``), as production clients send it.
+DEFAULT_REF = "_default"
 BOARD_MODES = {"rule-board-audit": "MODE_MONITOR", "rule-board-pr-comments": "MODE_COMMENT",
                "rule-board-block": "MODE_BLOCK"}
 EPSS_BANDS = {"high": (0.1, 2.0), "medium": (0.01, 0.1), "low": (0.001, 0.01), "minimal": (0.0, 0.001),
@@ -135,6 +137,12 @@ def _repos_with_tags(tags: tuple[str, ...]) -> Select[tuple[int]]:
     return select(repo.c.id).where(exists(select(1).select_from(tag).where(tag.c.value.in_(tags))))
 
 
+def _default_branch_of(repo_id: ColumnElement[int]) -> ColumnElement[str]:
+    """The default branch of the project ``repo_id`` (a correlated lookup by primary key)."""
+    repo = schema.repositories.c
+    return select(repo.default_branch).where(repo.id == repo_id).scalar_subquery()
+
+
 def conditions(f: FindingFilters) -> list[ColumnElement[bool]]:
     """SQL conditions on ``schema.findings`` for the filters (all combined with AND)."""
     t = schema.findings.c
@@ -145,9 +153,12 @@ def conditions(f: FindingFilters) -> list[ColumnElement[bool]]:
               (f.dependencies, t.dependency), (f.repository_visibility, t.visibility),
               (f.secret_types, t.secret_type), (f.validation_state, t.validation_state), (f.ids, t.id))
     where.extend(col.in_(values) for values, col in simple if values)
-    equal = ((f.status, t.status), (f.ref, t.ref), (f.confidence, t.confidence),
-             (f.autotriage_verdict, t.autotriage_verdict))
+    equal = ((f.status, t.status), (f.confidence, t.confidence), (f.autotriage_verdict, t.autotriage_verdict))
     where.extend(col == value for value, col in equal if value is not None)
+    if f.ref == DEFAULT_REF:
+        where.append(t.ref == _default_branch_of(t.repo_id))
+    elif f.ref is not None:
+        where.append(t.ref == f.ref)
     if f.since is not None:
         where.append(t.relevant_since >= f.since)
     if f.triage_reasons:
@@ -174,8 +185,9 @@ def conditions(f: FindingFilters) -> list[ColumnElement[bool]]:
 
 
 def dedup_condition(f: FindingFilters) -> ColumnElement[bool]:
-    """Keep one finding per fingerprint among those matching ``f``: the one on the primary branch, else the
-    most recent. Findings whose fingerprint is on a single ref pass without a lookup."""
+    """Keep one finding per fingerprint (same repository and ``match_based_id``) among those matching ``f``:
+    the one on the project's primary branch, else the latest by ``relevant_since``, ties to the highest id.
+    Findings whose fingerprint is on a single ref pass without a lookup."""
     mate = schema.findings.alias("mate")
     t = schema.findings.c
     m = mate.c
@@ -183,11 +195,12 @@ def dedup_condition(f: FindingFilters) -> ColumnElement[bool]:
         m.is_primary > t.is_primary,
         and_(m.is_primary == t.is_primary, or_(
             m.relevant_since > t.relevant_since,
-            and_(m.relevant_since == t.relevant_since, m.id < t.id))),
+            and_(m.relevant_since == t.relevant_since, m.id > t.id))),
     )
     adapter = ClauseAdapter(mate)
     matching_mate = [adapter.traverse(cond) for cond in conditions(f)]
     return or_(t.has_mates == 0, ~exists(select(1).select_from(mate).where(
-        m.issue_type == t.issue_type, m.match_based_id == t.match_based_id, m.id != t.id, better,
+        m.issue_type == t.issue_type, m.match_based_id == t.match_based_id, m.repo_id == t.repo_id,
+        m.id != t.id, better,
         *matching_mate)))
 

@@ -14,6 +14,7 @@ from .faults import FaultBook
 from .listing import FindingListing
 from .loader import populate
 from .requestlog import RequestLog
+from .sbom import SbomJobs
 from .store import Database
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ class Emulator:
         self.listing = FindingListing()
         self.requests = RequestLog()
         self.faults = FaultBook()
+        self.sbom = SbomJobs(config.sbom_polls, config.sbom_url_ttl)
         self.load_timings: dict[str, float] = populate(self.database, config)
         for spec in config.faults:
             self.faults.add(spec)
@@ -46,11 +48,13 @@ class Emulator:
             yield connection
 
     def reset(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        """Regenerate all data with ``overrides`` applied, clear the request log and every fault."""
+        """Regenerate all data with ``overrides`` applied, clear the request log, every fault and the SBOM jobs
+        (their settings back to the configuration's)."""
         config = self.config.with_overrides(overrides)
         with self.change_findings():  # holds the lock: no request sees half-loaded data
             self.load_timings = populate(self.database, config)
             self.config = config
+            self.sbom = SbomJobs(config.sbom_polls, config.sbom_url_ttl)
         self.requests.clear()
         self.faults.clear()
         log.info("reset with %s", sorted(overrides))

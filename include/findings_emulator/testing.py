@@ -120,6 +120,13 @@ class EmulatorAdmin:
         """Row counts and the last load's timings."""
         return dict(self._admin_call("GET", "stats"))
 
+    def sbom(self, **settings: Any) -> dict[str, Any]:
+        """The SBOM export settings and jobs; with ``settings`` (``polls``, ``url_ttl``, ``fail_next``,
+        ``fail_repositories``, ``error_message``) change them first."""
+        if settings:
+            self._admin_call("POST", "sbom", json=settings)
+        return dict(self._admin_call("GET", "sbom"))
+
     def person_acts(self, finding_id: int, **action: Any) -> dict[str, Any]:
         """Change a finding as a person in the service's UI would: ``triage_state``, ``triage_reason``,
         ``status``, ``ticket`` ("create"/"remove") or ``reintroduce=True`` (as a scan would)."""

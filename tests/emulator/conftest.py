@@ -9,7 +9,7 @@ import pytest
 from findings_emulator.testing import EmulatorProcess
 from fixtures import running_emulator
 
-from .emulator_helpers import FINDINGS, NO_WEB_API_TOKEN
+from .emulator_helpers import DIALECTS, FINDINGS, NO_WEB_API_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +31,16 @@ def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
     """The module's emulator with its data regenerated (for tests that change findings)."""
     emulator.reset()
     return emulator
+
+
+@pytest.fixture(params=DIALECTS)
+def each_dialect(request: pytest.FixtureRequest, emulator: EmulatorProcess) -> Iterator[EmulatorProcess]:
+    """The module's emulator regenerated in each dialect in turn (the same data), back in the reference
+    dialect afterwards."""
+    emulator.reset(dialect=request.param)
+    emulator.dialect = request.param
+    try:
+        yield emulator
+    finally:
+        emulator.reset(dialect="reference")
+        emulator.dialect = "reference"

@@ -9,6 +9,9 @@ from findings_emulator.testing import EmulatorProcess
 
 NO_WEB_API_TOKEN = "token-without-web-api"
 FINDINGS = 3000
+#: The wire formats the emulator serves (``each_dialect`` runs a test in each).
+DIALECTS = ("reference", "real")
+ENVELOPES = {"sast": "sastFindings", "sca": "scaFindings", "ai_sast": "aiSastFindings"}
 
 def by_slug(emulator: EmulatorProcess, suffix: str) -> str:
     """API path of an operation addressed by the deployment slug."""
@@ -21,11 +24,14 @@ def by_id(emulator: EmulatorProcess, suffix: str) -> str:
 
 
 def findings_page(api: httpx.Client, emulator: EmulatorProcess, **params: Any) -> list[dict[str, Any]]:
-    """One page of findings of ``params['issue_type']`` (default sast), asserting a 200."""
+    """One page of findings of ``params['issue_type']`` (default sast), asserting a 200; either envelope (the
+    real dialect's flat ``findings``, the reference's per-type one)."""
     response = api.get(by_slug(emulator, "findings"), params=params)
     assert response.status_code == 200, response.text
-    key = "scaFindings" if params.get("issue_type") == "sca" else "sastFindings"
-    return list(response.json()[key]["findings"])
+    body = response.json()
+    if "findings" in body:
+        return list(body["findings"])
+    return list(body[ENVELOPES[params.get("issue_type", "sast")]]["findings"])
 
 
 def all_findings(api: httpx.Client, emulator: EmulatorProcess, **params: Any) -> list[dict[str, Any]]:
@@ -38,6 +44,22 @@ def all_findings(api: httpx.Client, emulator: EmulatorProcess, **params: Any) ->
         if len(batch) < 3000:
             return items
         page += 1
+
+
+def projects(api: httpx.Client, emulator: EmulatorProcess) -> list[dict[str, Any]]:
+    """Every project (one page of 1000)."""
+    response = api.get(by_slug(emulator, "projects"), params={"page_size": 1000})
+    assert response.status_code == 200, response.text
+    return list(response.json()["projects"])
+
+
+def ticket_link(finding: dict[str, Any]) -> tuple[int, str, list[int]] | None:
+    """A finding's ``external_ticket`` as (id, external slug, linked ids), whichever dialect it is in."""
+    ticket = finding["external_ticket"]
+    if ticket is None:
+        return None
+    return (ticket["id"], ticket.get("externalSlug", ticket.get("external_slug")),
+            ticket.get("linkedIssueIds", ticket.get("linked_issue_ids")))
 
 
 def assert_error(response: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:

@@ -25,6 +25,17 @@ SPEC_OPERATIONS = {
     ("get", "/api/v1/deployments"),
     ("get", "/api/v1/deployments/{deploymentId}/policies"),
     ("get", "/api/v1/deployments/{deploymentSlug}/projects"),
+    # the real service's operations beyond the reference
+    ("get", "/api/v1/ping"),
+    ("get", "/api/v1/deployments/{deploymentSlug}/projects/{projectName}"),
+    ("patch", "/api/v1/deployments/{deploymentSlug}/projects/{projectName}"),
+    ("delete", "/api/v1/deployments/{deploymentSlug}/projects/{projectName}"),
+    ("post", "/api/v1/deployments/{deploymentId}/dependencies/repositories/{repositoryId}/lockfiles"),
+    ("post", "/api/v1/deployments/{deploymentId}/sbom/export"),
+    ("get", "/api/v1/deployments/{deploymentId}/sbom/export/{taskToken}"),
+    ("post", "/api/v1/deployments/{deploymentId}/tickets/link"),
+    ("post", "/api/v1/deployments/{deploymentId}/tickets/unlink"),
+    ("delete", "/api/v1/deployments/{deploymentId}/ticketing/v2/tickets/{externalTicketId}"),
 }
 
 
@@ -85,3 +96,18 @@ def test_invalid_json_body_is_400_naming_the_body(api: httpx.Client, emulator: E
 
 def test_wrong_type_is_400_naming_the_field(api: httpx.Client, emulator: EmulatorProcess) -> None:
     assert_error(api.get(by_slug(emulator, "findings"), params={"page": "first"}), 400, "page")
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-token"},
+                                     {"Authorization": "Bearer test-token"}],
+                         ids=["no-token", "unknown-token", "token"])
+def test_ping_answers_empty_with_or_without_a_token(each_dialect: EmulatorProcess, headers: dict[str, str]) -> None:
+    """A liveness check: ``{}`` whatever the token (none needed, one sent is not checked)."""
+    seq = max((r["seq"] for r in each_dialect.requests()), default=0)
+    response = httpx.get(f"{each_dialect.base_url}/api/v1/ping", headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json() == {}
+    (logged,) = [r for r in each_dialect.requests(seq) if r["operation"] == "ping"]
+    assert logged["authorization_sent"] is bool(headers)
+    # no deployment in its path: under a deployment there is no such route
+    assert_error(httpx.get(f"{each_dialect.base_url}{by_slug(each_dialect, 'ping')}", headers=headers), 404)

@@ -92,6 +92,10 @@ def _reference_as_real(finding: Json) -> Json:
     f["external_ticket"] = _renamed(f["external_ticket"], ticket_keys)
     f["review_comments"] = [{"external_discussion_id": c["externalDiscussionId"],
                              "external_note_id": str(c["externalNoteId"])} for c in f["review_comments"]]
+    if f.get("assistant") and "component" in f["assistant"]:
+        component = f["assistant"]["component"]
+        f["assistant"] = {**f["assistant"], "component": {
+            **component, "risk": "neutral" if component["risk"] == "medium" else component["risk"]}}
     if "usage" in f:
         loc = f["usage"]["location"]
         f["usage"] = {"external_ticket": _renamed(f["usage"]["external_ticket"], ticket_keys),
@@ -146,6 +150,8 @@ def test_real_findings_wire_format(real_api: httpx.Client, real: EmulatorProcess
         for comment in finding["review_comments"]:
             assert set(comment) == {"external_discussion_id", "external_note_id"}
     assert any(f["external_ticket"] for f in sast)
+    risks = {f["assistant"]["component"]["risk"] for f in sast + ai if f["assistant"]}
+    assert risks == {"high", "low", "neutral"}
     assert any(f["review_comments"] for f in sast + sca)
     reachability = {f["reachability"] for f in sca}
     assert {"always reachable", "conditionally reachable", "no reachability analysis"} <= reachability
@@ -326,6 +332,13 @@ def test_scans(real_api: httpx.Client, real: EmulatorProcess, ref_api: httpx.Cli
     assert isinstance(details["exit_code"], int)
     assert details["meta"]["on"] in ("push", "pull_request")
     assert isinstance(details["meta"]["commit_title"], str)
+    for scan in served:
+        meta = real_api.get(by_id(real, f"scan/{scan['id']}")).json()["meta"]
+        reference_meta = ref_api.get(by_id(ref, f"scan/{scan['id']}")).json()["meta"]
+        pr_id = reference_meta["pull_request_id"]
+        assert meta["pull_request_id"] == (None if pr_id is None else str(pr_id))
+        assert pr_id is None or isinstance(pr_id, int)
+    assert any(s["is_full_scan"] is False for s in served)
 
 
 @pytest.mark.parametrize("dialect", ["ref", "real"])

@@ -12,6 +12,7 @@ import pytest
 from findings_emulator.testing import EmulatorProcess
 
 from .emulator_helpers import all_findings, assert_error, by_id, by_slug, findings_page
+from .emulator_helpers import projects as emu_projects
 
 Finding = dict[str, Any]
 COMMON = {"id", "categories", "confidence", "severity", "created_at", "relevant_since", "first_seen_scan_id",
@@ -188,3 +189,124 @@ def test_dedup_keeps_one_finding_per_fingerprint_preferring_the_primary_branch(
     assert len(deduped) < len(sast)
     on_primary = {f["match_based_id"] for f in sast if f["ref"] in ("main", "master")}
     assert all(f["ref"] in ("main", "master") for f in deduped if f["match_based_id"] in on_primary)
+
+
+# --- dedup, ref (and _default), exposures: what a direct computation over the served data selects --------------
+
+#: ``exposures`` values (underscores) and the ``reachability`` each selects, per dialect (spaces in the real one;
+#: ``unknown`` is "no analysis": the real dialect's ``no reachability analysis`` or null).
+EXPOSURE_REACHABILITY: dict[str, dict[str, set[str | None]]] = {
+    "reference": {"reachable": {"reachable"}, "always_reachable": {"always_reachable"},
+                  "conditionally_reachable": {"conditionally_reachable"}, "unreachable": {"unreachable"},
+                  "unknown": {"unknown", None}},
+    "real": {"reachable": {"reachable"}, "always_reachable": {"always reachable"},
+             "conditionally_reachable": {"conditionally reachable"}, "unreachable": {"unreachable"},
+             "unknown": {"no reachability analysis", None}},
+}
+
+
+def expected_dedup(findings: list[Finding], primary: dict[str, str]) -> list[int]:
+    """Ids ``dedup=true`` keeps of ``findings`` (in their order): per repository and ``match_based_id`` the one on
+    the project's primary branch, else the latest ``relevant_since``, ties to the highest id."""
+    best: dict[tuple[str, str], Finding] = {}
+    for f in findings:
+        key = (f["repository"]["name"], f["match_based_id"])
+
+        def rank(x: Finding) -> tuple[bool, float, int]:
+            return x["ref"] == primary[x["repository"]["name"]], epoch(x["relevant_since"]), x["id"]
+
+        if key not in best or rank(f) > rank(best[key]):
+            best[key] = f
+    kept = {f["id"] for f in best.values()}
+    return [f["id"] for f in findings if f["id"] in kept]
+
+
+def _served(api: httpx.Client, emulator: EmulatorProcess, query: str) -> list[int]:
+    """Ids of every finding a raw query string selects, pages of 3000."""
+    ids: list[int] = []
+    page = 0
+    while True:
+        response = api.get(by_slug(emulator, f"findings?page={page}&{query}"))
+        assert response.status_code == 200, response.text
+        body = response.json()
+        batch = body["findings"] if "findings" in body else [f for v in body.values() for f in v["findings"]]
+        ids.extend(f["id"] for f in batch)
+        if len(batch) < 3000:
+            return ids
+        page += 1
+
+
+def test_dedup_ref_default_and_exposures_select_what_the_data_says(api: httpx.Client,
+                                                                  each_dialect: EmulatorProcess) -> None:
+    emu = each_dialect
+    projects = {p["name"]: p for p in emu_projects(api, emu)}
+    primary = {name: p["primary_branch"] for name, p in projects.items()}
+    default = {name: p["default_branch"] for name, p in projects.items()}
+    assert any(default[n] != primary[n] for n in projects), "some project's default branch must differ"
+    sast = all_findings(api, emu, issue_type="sast")
+    sca = all_findings(api, emu, issue_type="sca")
+
+    def on_default(f: Finding) -> bool:
+        return f["ref"] == default[f["repository"]["name"]]
+
+    cases: list[tuple[str, list[int]]] = [
+        ("issue_type=sast&dedup=true", expected_dedup(sast, primary)),
+        ("issue_type=sca&dedup=true", expected_dedup(sca, primary)),
+        ("issue_type=sast&ref=_default", [f["id"] for f in sast if on_default(f)]),
+        ("issue_type=sca&dedup=true&severities=high,critical",
+         expected_dedup([f for f in sca if f["severity"] in ("high", "critical")], primary)),
+        ("issue_type=sast&ref=develop&dedup=true", [f["id"] for f in sast if f["ref"] == "develop"]),
+    ]
+    reachability = EXPOSURE_REACHABILITY[emu.dialect]
+    for exposure, values in reachability.items():
+        cases.append((f"issue_type=sca&exposures={exposure}", [f["id"] for f in sca if f["reachability"] in values]))
+    for query, expected in cases:
+        assert expected, query
+        assert _served(api, emu, f"page_size=3000&{query}") == expected, query
+    # dedup changes something, and _default is not the primary branch
+    assert expected_dedup(sast, primary) != [f["id"] for f in sast]
+    assert [f["id"] for f in sast if on_default(f)] != [f["id"] for f in sast if f["ref"] == primary[
+        f["repository"]["name"]]]
+
+
+def test_a_real_clients_request_selects_what_its_filters_say(api: httpx.Client,
+                                                             each_dialect: EmulatorProcess) -> None:
+    """``ref=_default&dedup=true&exposures=reachable,always_reachable&page_size=3000``, as a production client
+    sends it (code findings without ``exposures``, which is supply-chain only)."""
+    emu = each_dialect
+    projects = emu_projects(api, emu)
+    primary = {p["name"]: p["primary_branch"] for p in projects}
+    default = {p["name"]: p["default_branch"] for p in projects}
+    reachable = EXPOSURE_REACHABILITY[emu.dialect]["reachable"] | EXPOSURE_REACHABILITY[emu.dialect][
+        "always_reachable"]
+    for issue_type, extra, keep in (
+            ("sast", "", lambda f: True),
+            ("sca", "&exposures=reachable,always_reachable", lambda f: f["reachability"] in reachable)):
+        everything = all_findings(api, emu, issue_type=issue_type)
+        selected = [f for f in everything if f["ref"] == default[f["repository"]["name"]] and keep(f)]
+        expected = expected_dedup(selected, primary)
+        served = _served(api, emu, f"issue_type={issue_type}&ref=_default&dedup=true{extra}&page_size=3000")
+        assert served == expected, issue_type
+        assert served, issue_type
+        if issue_type == "sast":  # projects whose default branch is not the primary one contribute
+            chosen = {f["id"]: f for f in everything if f["id"] in set(served)}
+            assert any(f["ref"] != primary[f["repository"]["name"]] for f in chosen.values())
+
+
+def test_dedup_follows_a_new_primary_branch(api: httpx.Client, fresh: EmulatorProcess) -> None:
+    sast = all_findings(api, fresh, issue_type="sast")
+    projects = emu_projects(api, fresh)
+    # a repository with findings of one fingerprint on its primary branch and on another one
+    refs: dict[tuple[str, str], set[str]] = {}
+    for f in sast:
+        refs.setdefault((f["repository"]["name"], f["match_based_id"]), set()).add(f["ref"])
+    name, other = next((repo, sorted(r - {p["primary_branch"]})[0]) for (repo, _), r in refs.items()
+                       for p in projects if p["name"] == repo and len(r) > 1)
+    response = api.patch(by_slug(fresh, f"projects/{name}"), json={"primary_branch": other})
+    assert response.status_code == 200, response.text
+    primary = {p["name"]: p["primary_branch"] for p in emu_projects(api, fresh)}
+    assert primary[name] == other
+    expected = expected_dedup(sast, primary)
+    assert _served(api, fresh, "issue_type=sast&dedup=true&page_size=3000") == expected
+    kept = {f["id"] for f in sast if f["id"] in set(expected) and f["repository"]["name"] == name}
+    assert any(f["ref"] == other for f in sast if f["id"] in kept)

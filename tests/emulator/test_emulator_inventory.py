@@ -108,3 +108,53 @@ def test_secrets_cursor_pagination_reaches_the_end(api: httpx.Client, emulator: 
 def test_secrets_invalid_query_is_400(api: httpx.Client, emulator: EmulatorProcess, params: dict[str, Any],
                                       field: str) -> None:
     assert_error(api.get(by_id(emulator, "secrets"), params=params), 400, field)
+
+
+# --- lockfiles of one repository ---------------------------------------------------------------------------------
+
+def _lockfile_of(dependency: Item) -> str:
+    """A listed dependency's lockfile, in either dialect."""
+    return str(dependency["lockfilePath"] if "lockfilePath" in dependency else dependency["definedAt"]["path"])
+
+
+def test_lockfiles_count_the_dependencies_listed(api: httpx.Client, each_dialect: EmulatorProcess) -> None:
+    emu = each_dialect
+    summaries, _ = mixed_pages(api, by_id(emu, "dependencies/repositories"), "repositorySummaries", pageSize=100)
+    dependencies, _ = mixed_pages(api, by_id(emu, "dependencies"), "dependencies", pageSize=10000)
+    assert summaries
+    for summary in summaries:
+        path = by_id(emu, f"dependencies/repositories/{summary['id']}/lockfiles")
+        first = api.post(path, json={"pageSize": 2, "cursor": 0})
+        assert first.status_code == 200, first.text
+        assert set(first.json()) == {"lockfileSummaries", "hasMore", "cursor"}
+        lockfiles, requests = mixed_pages(api, path, "lockfileSummaries", pageSize=2)
+        assert all(set(lf) == {"lockfilePath", "numDependencies"} for lf in lockfiles)
+        own = [d for d in dependencies if int(d["repositoryId"]) == summary["id"]]
+        counted: dict[str, int] = {}
+        for dep in own:
+            counted[_lockfile_of(dep)] = counted.get(_lockfile_of(dep), 0) + 1
+        assert {lf["lockfilePath"]: lf["numDependencies"] for lf in lockfiles} == counted
+        assert [lf["lockfilePath"] for lf in lockfiles] == sorted(counted)
+        assert sum(lf["numDependencies"] for lf in lockfiles) == summary["numDependencies"]
+        assert requests == max(1, -(-len(counted) // 2))
+
+
+def test_lockfiles_take_the_dependency_filter(api: httpx.Client, emulator: EmulatorProcess) -> None:
+    dependencies, _ = mixed_pages(api, by_id(emulator, "dependencies"), "dependencies", pageSize=10000)
+    repo = dependencies[0]["repositoryId"]
+    ecosystem = dependencies[0]["ecosystem"]
+    response = api.post(by_id(emulator, f"dependencies/repositories/{repo}/lockfiles"),
+                        json={"dependencyFilter": {"ecosystem": [ecosystem]}})
+    assert response.status_code == 200, response.text
+    counted: dict[str, int] = {}
+    for dep in dependencies:
+        if dep["repositoryId"] == repo and dep["ecosystem"] == ecosystem:
+            counted[dep["lockfilePath"]] = counted.get(dep["lockfilePath"], 0) + 1
+    assert {lf["lockfilePath"]: lf["numDependencies"] for lf in response.json()["lockfileSummaries"]} == counted
+    assert response.json()["hasMore"] is False
+
+
+def test_lockfiles_of_an_unknown_repository_are_404(api: httpx.Client, emulator: EmulatorProcess) -> None:
+    assert_error(api.post(by_id(emulator, "dependencies/repositories/999999/lockfiles"), json={}), 404)
+    assert_error(api.post(by_id(emulator, "dependencies/repositories/40001/lockfiles"), json={"pageSize": 0}),
+                 400, "pageSize")

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from findings_emulator.testing import EmulatorProcess
 
-from .emulator_helpers import assert_error, by_slug
+from .emulator_helpers import all_findings, assert_error, by_id, by_slug
 
 PROJECT_FIELDS = {"id", "name", "tags", "created_at", "default_branch", "primary_branch", "latest_scan_at", "url",
                   "managed_scan_config"}
@@ -79,3 +79,94 @@ def test_invalid_project_requests(api: httpx.Client, emulator: EmulatorProcess) 
     assert_error(api.patch(by_slug(emulator, f"projects/{name}/managed-scan"), json={}), 400, "diff_scan")
     assert_error(api.patch(by_slug(emulator, f"projects/{name}/managed-scan"),
                            json={"diff_scan": {"enabled": "yes"}}), 400, "diff_scan.enabled")
+
+
+# --- one project: get, patch, delete (both dialects) -----------------------------------------------------------
+
+def test_list_items_carry_an_independent_default_branch(api: httpx.Client, each_dialect: EmulatorProcess) -> None:
+    listed = projects(api, each_dialect)
+    wanted = PROJECT_FIELDS - ({"managed_scan_config"} if each_dialect.dialect == "real" else set())
+    assert all(set(p) == wanted for p in listed)
+    differing = [p for p in listed if p["default_branch"] != p["primary_branch"]]
+    assert differing
+    assert len(differing) < len(listed)
+    each_dialect.reset()
+    assert [(p["name"], p["primary_branch"], p["default_branch"]) for p in projects(api, each_dialect)] == [
+        (p["name"], p["primary_branch"], p["default_branch"]) for p in listed]
+
+
+@pytest.mark.parametrize("encode", [False, True], ids=["raw-slash", "percent-encoded"])
+def test_get_a_project(api: httpx.Client, each_dialect: EmulatorProcess, encode: bool) -> None:
+    listed = projects(api, each_dialect)[3]
+    name = quote(listed["name"], safe="") if encode else listed["name"]
+    response = api.get(by_slug(each_dialect, f"projects/{name}"))
+    assert response.status_code == 200, response.text
+    assert set(response.json()) == {"project"}
+    project = response.json()["project"]
+    assert set(project) == PROJECT_FIELDS
+    assert {k: v for k, v in project.items() if k in listed} == listed
+    assert_error(api.get(by_slug(each_dialect, "projects/acme/no-such-repo")), 404)
+
+
+@pytest.mark.parametrize("encode", [False, True], ids=["raw-slash", "percent-encoded"])
+def test_patch_a_project(api: httpx.Client, each_dialect: EmulatorProcess, encode: bool) -> None:
+    before = projects(api, each_dialect)[2]
+    path = by_slug(each_dialect, f"projects/{quote(before['name'], safe='') if encode else before['name']}")
+    wanted = not before["managed_scan_config"]["full_scan"]["enabled"] if "managed_scan_config" in before \
+        else True
+    response = api.patch(path, json={"tags": ["pci", "tier-1", "pci"], "primary_branch": "release/next",
+                                     "managed_scan_config": {"full_scan": {"enabled": wanted}}})
+    assert response.status_code == 200, response.text
+    assert set(response.json()) == {"project"}
+    project = response.json()["project"]
+    assert set(project) == PROJECT_FIELDS
+    assert project["tags"] == ["pci", "tier-1"]
+    assert project["primary_branch"] == "release/next"
+    assert project["default_branch"] == before["default_branch"]
+    assert project["managed_scan_config"]["full_scan"] == {"enabled": wanted}
+    assert api.get(path).json()["project"] == project
+    assert next(p for p in projects(api, each_dialect) if p["name"] == before["name"])["tags"] == ["pci", "tier-1"]
+    only_tags = api.patch(path, json={"tags": []}).json()["project"]
+    assert only_tags["tags"] == []
+    assert only_tags["primary_branch"] == "release/next"
+    assert_error(api.patch(path, json={}), 400, "body")
+    assert_error(api.patch(path, json={"primary_branch": ""}), 400, "primary_branch")
+    assert_error(api.patch(by_slug(each_dialect, "projects/acme/no-such-repo"), json={"tags": []}), 404)
+
+
+def test_delete_a_project_takes_its_findings_with_it(api: httpx.Client, each_dialect: EmulatorProcess) -> None:
+    emu = each_dialect
+    victim = projects(api, emu)[4]
+    counts = {t: emu.stats()["counts"]["findings"][t] for t in ("sast", "sca", "secrets")}
+    own = {t: [f["id"] for f in all_findings(api, emu, issue_type=t) if f["repository"]["name"] == victim["name"]]
+           for t in ("sast", "sca")}
+    assert own["sast"]
+    assert own["sca"]
+    response = api.delete(by_slug(emu, f"projects/{victim['name']}"))
+    assert response.status_code == 200, response.text
+    assert response.json() == {"project_name": victim["name"]}
+    assert_error(api.get(by_slug(emu, f"projects/{victim['name']}")), 404)
+    assert victim["name"] not in {p["name"] for p in projects(api, emu)}
+    for issue_type in ("sast", "sca"):
+        left = all_findings(api, emu, issue_type=issue_type)
+        assert not {f["id"] for f in left} & set(own[issue_type])
+        assert len(left) == counts[issue_type] - len(own[issue_type])
+    assert emu.stats()["counts"]["findings"]["secrets"] <= counts["secrets"]
+    assert_error(api.post(by_id(emu, f"dependencies/repositories/{victim['id']}/lockfiles"), json={}), 404)
+    assert_error(api.delete(by_slug(emu, f"projects/{victim['name']}")), 404)
+
+
+def test_tag_removal_takes_a_bare_array_body_and_ignores_a_stray_one(api: httpx.Client,
+                                                                     fresh: EmulatorProcess) -> None:
+    name = projects(api, fresh)[0]["name"]
+    path = by_slug(fresh, f"projects/{name}/tags")
+    api.put(path, json={"tags": ["a1", "b1", "c1"]})
+    tags = api.request("DELETE", path, json=["a1"]).json()["project"]["tags"]
+    assert "a1" not in tags
+    assert {"b1", "c1"} <= set(tags)
+    response = api.request("DELETE", path, params={"tags": "b1"}, content=b"not json",
+                           headers={"Content-Type": "application/json"})
+    assert response.status_code == 200, response.text
+    assert "b1" not in response.json()["project"]["tags"]
+    assert_error(api.request("DELETE", path, content=b"not json", headers={"Content-Type": "application/json"}),
+                 400, "tags")

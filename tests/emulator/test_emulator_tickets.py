@@ -8,7 +8,7 @@ import httpx
 import pytest
 from findings_emulator.testing import EmulatorProcess
 
-from .emulator_helpers import all_findings, assert_error, by_slug
+from .emulator_helpers import all_findings, assert_error, by_id, by_slug, ticket_link
 
 Finding = dict[str, Any]
 
@@ -110,3 +110,78 @@ def test_a_group_of_more_than_50_findings_is_split(api: httpx.Client, fresh: Emu
     assert max(sizes) == 50
     assert len(sizes) == -(-count // 50)
     fresh.reset()
+
+
+# --- link an existing ticket, unlink, delete a ticket's links (both dialects) ---------------------------------
+
+def _by_id(api: httpx.Client, emulator: EmulatorProcess) -> dict[int, Finding]:
+    return {f["id"]: f for t in ("sast", "sca") for f in all_findings(api, emulator, issue_type=t)}
+
+
+def test_link_unlink_and_delete_a_ticket(api: httpx.Client, each_dialect: EmulatorProcess) -> None:
+    emu = each_dialect
+    findings = _by_id(api, emu)
+    # a finding whose generated ticket links others too (so replacing it must update them), and two without one
+    holder = next(f for f in findings.values() if len((ticket_link(f) or (0, "", []))[2]) > 1)
+    held = ticket_link(holder)
+    assert held is not None
+    old_id, old_slug, old_linked = held
+    free = [i for i, f in findings.items() if ticket_link(f) is None][:2]
+    chosen = [holder["id"], *free]
+    url = "https://tracker.example/browse/SEC-4242"
+    response = api.post(by_id(emu, "tickets/link"), json={"ticket_url": url, "issue_ids": [str(i) for i in chosen]})
+    assert response.status_code == 200, response.text
+    linked = response.json()
+    assert set(linked) == {"ticket_id", "ticket_url", "external_slug", "linked_issue_ids", "replaced_issue_ids"}
+    assert isinstance(linked["ticket_id"], int)
+    assert linked["ticket_url"] == url
+    assert linked["external_slug"] == "SEC-4242"
+    assert linked["linked_issue_ids"] == sorted(chosen)
+    assert linked["replaced_issue_ids"] == [holder["id"]]
+    after = _by_id(api, emu)
+    for i in chosen:
+        assert ticket_link(after[i]) == (linked["ticket_id"], "SEC-4242", sorted(chosen))
+        assert after[i]["external_ticket"]["url"] == url
+    for i in set(old_linked) - {holder["id"]}:  # the replaced ticket no longer lists the finding
+        assert ticket_link(after[i]) == (old_id, old_slug, sorted(set(old_linked) - {holder["id"]}))
+    # linking again by the same URL adds to the same ticket
+    again = api.post(by_id(emu, "tickets/link"), json={"ticket_url": url, "issue_ids": [free[0]]}).json()
+    assert again["ticket_id"] == linked["ticket_id"]
+    assert again["replaced_issue_ids"] == []
+
+    unlinked = api.post(by_id(emu, "tickets/unlink"), json={"issue_ids": [str(free[0]), str(free[0])]})
+    assert unlinked.status_code == 200, unlinked.text
+    assert unlinked.json() == {"unlinked_issue_ids": [free[0]]}
+    assert api.post(by_id(emu, "tickets/unlink"), json={"issue_ids": [str(free[0])]}).json() == {
+        "unlinked_issue_ids": []}
+    after = _by_id(api, emu)
+    assert after[free[0]]["external_ticket"] is None
+    assert ticket_link(after[holder["id"]]) == (linked["ticket_id"], "SEC-4242", sorted({holder["id"], free[1]}))
+
+    deleted = api.delete(by_id(emu, f"ticketing/v2/tickets/{linked['ticket_id']}"))
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json() == {"issueIds": sorted({holder["id"], free[1]})}
+    after = _by_id(api, emu)
+    assert all(after[i]["external_ticket"] is None for i in chosen)
+    if "usage" in after[chosen[-1]]:
+        assert after[chosen[-1]]["usage"]["external_ticket"] is None
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("tickets/link", {"ticket_url": "https://t.example/X-1", "issue_ids": ["999999999"]}, "issue_ids"),
+    ("tickets/link", {"ticket_url": "https://t.example/X-1", "issue_ids": []}, "issue_ids"),
+    ("tickets/link", {"ticket_url": "not a url", "issue_ids": ["1"]}, "ticket_url"),
+    ("tickets/link", {"issue_ids": ["1"]}, "ticket_url"),
+    ("tickets/unlink", {"issue_ids": ["x1"]}, "issue_ids"),
+    ("tickets/unlink", {}, "issue_ids"),
+])
+def test_invalid_link_requests_are_400(api: httpx.Client, emulator: EmulatorProcess, path: str,
+                                       body: dict[str, Any], field: str) -> None:
+    assert_error(api.post(by_id(emulator, path), json=body), 400, field)
+
+
+def test_deleting_an_unknown_ticket_is_404(api: httpx.Client, emulator: EmulatorProcess) -> None:
+    assert_error(api.delete(by_id(emulator, "ticketing/v2/tickets/123456789")), 404)
+    assert_error(api.delete(by_id(emulator, "ticketing/v2/tickets/NO-SUCH-1")), 404)
+    assert_error(api.post(by_slug(emulator, "tickets/link"), json={"ticket_url": "https://t.example/X-1",
+                                                                   "issue_ids": ["1"]}), 404)

@@ -149,6 +149,43 @@ def list_tickets(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
     ]})
 
 
+class SbomSettings(BaseModel):
+    """How new SBOM export jobs behave: ``polls`` (the poll that finishes a job), ``url_ttl`` (seconds a download
+    link works), ``fail_next`` (how many next jobs fail), ``fail_repositories`` (repositories whose jobs fail;
+    replaces the set), ``error_message`` (a failed job's message)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    polls: int | None = Field(None, ge=1)
+    url_ttl: float | None = Field(None, gt=0)
+    fail_next: int | None = Field(None, ge=0)
+    fail_repositories: list[int] | None = None
+    error_message: str | None = Field(None, min_length=1)
+
+
+@router.get("/sbom")
+def sbom_jobs(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """The SBOM export settings and every job since the last reset (polls, status, downloads)."""
+    return OrjsonResponse({**emulator.sbom.settings(), "jobs": [job.describe() for job in emulator.sbom.jobs()]})
+
+
+@router.post("/sbom")
+def set_sbom(settings: SbomSettings, emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Change how new SBOM export jobs behave (until the next reset); answers the settings."""
+    jobs = emulator.sbom
+    if settings.polls is not None:
+        jobs.polls = settings.polls
+    if settings.url_ttl is not None:
+        jobs.url_ttl = settings.url_ttl
+    if settings.fail_next is not None:
+        jobs.fail_next = settings.fail_next
+    if settings.fail_repositories is not None:
+        jobs.fail_repositories = set(settings.fail_repositories)
+    if settings.error_message is not None:
+        jobs.error_message = settings.error_message
+    return OrjsonResponse(jobs.settings())
+
+
 @router.get("/stats")
 def stats(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
     """Row counts per table (findings per issue type, scans per status) and the last load's timings."""

@@ -1,4 +1,5 @@
-"""Dependency inventory: list dependencies (4.1) and repositories with dependencies (4.2), mixed pagination."""
+"""Dependency inventory: list dependencies (4.1), repositories with dependencies (4.2) and the lockfiles of one
+repository, mixed pagination."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from sqlalchemy import Connection, or_, select
 
 from .. import schema
 from ..dialect import REAL, dependency_to_real
-from ..models import DependenciesBody, DependencyFilter, PackageFilter, RepositoriesBody
+from ..errors import not_found
+from ..models import DependenciesBody, DependencyFilter, LockfilesBody, PackageFilter, RepositoriesBody
 from ..responses import OrjsonResponse
 from ..state import Emulator
 from .deps import by_id
 
 router = APIRouter()
+SQLITE_INT_MAX = 2**63 - 1
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -105,4 +108,27 @@ def list_repositories(body: RepositoriesBody = Body(default_factory=Repositories
                                  "hasDependencyPathScan": bool(repo.has_dependency_path_scan)} for repo in page],
         "cursor": page[-1].id if page else after,
         "hasMore": len(repos) > len(page),
+    })
+
+
+@router.post("/deployments/{deploymentId}/dependencies/repositories/{repositoryId}/lockfiles", name="lockfiles",
+             operation_id="lockfiles", summary="List lockfiles in a repository")
+def list_lockfiles(repositoryId: int, body: LockfilesBody = Body(default_factory=LockfilesBody),
+                   emulator: Emulator = Depends(by_id)) -> OrjsonResponse:
+    """A page of the repository's lockfiles with matching dependencies, by path, each with how many it lists;
+    ``cursor`` is how many lockfiles earlier pages held (a number, like the repositories' cursor)."""
+    flt = (body.dependencyFilter or DependencyFilter()).model_copy(update={"repositoryId": [repositoryId]})
+    with emulator.transaction() as connection:
+        r = schema.repositories.c
+        if repositoryId > SQLITE_INT_MAX or connection.execute(
+                select(r.id).where(r.id == repositoryId)).first() is None:
+            raise not_found(f"repository {repositoryId}")
+        counts = Counter(d["lockfile_path"] for d in matching_dependencies(connection, flt))
+    paths = sorted(counts)
+    start = int(body.cursor or 0)
+    page = paths[start: start + body.pageSize]
+    return OrjsonResponse({
+        "lockfileSummaries": [{"lockfilePath": path, "numDependencies": counts[path]} for path in page],
+        "hasMore": start + len(page) < len(paths),
+        "cursor": start + len(page),
     })

@@ -1,6 +1,9 @@
-"""Projects: list them (offset pagination), toggle managed scans, add and remove tags (4.9, 4.12, 4.13).
+"""Projects: list them (offset pagination), read, change and delete one, toggle managed scans, add and remove
+tags (4.9, 4.12, 4.13 and the real service's project operations).
 
-Project names contain a slash (``org/repo``); routes accept it raw or percent-encoded.
+Project names contain a slash (``org/repo``); routes accept it raw or percent-encoded. The routes with a suffix
+after the name (``/tags``, ``/managed-scan``) are declared before the bare ``/projects/{projectName}`` ones, so
+they win.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, StringConstraints, ValidationError
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, Integer, delete, select, update
 
 from .. import schema, timefmt
 from ..dialect import REAL
 from ..errors import invalid, not_found
-from ..models import ManagedScanBody
+from ..models import ManagedScanBody, ProjectPatchBody
 from ..responses import OrjsonResponse
 from ..state import Emulator
 from .deps import by_slug
@@ -101,29 +104,87 @@ def add_tags(projectName: str,
         return _set(connection, projectName, tags=orjson.dumps(merged).decode())
 
 
-async def _tags_in_body(request: Request) -> list[str]:
-    """Tags sent as a ``{"tags": [...]}`` DELETE body (as one sample client does); none when there is no body."""
+async def _tags_in_body(request: Request) -> list[str] | None:
+    """Tags sent as a DELETE body, ``{"tags": [...]}`` (as one sample client does) or a bare JSON array; ``[]``
+    when there is no body, ``None`` when the body is not one of those shapes (the caller decides)."""
     raw = await request.body()
     if not raw.strip():
         return []
     try:
-        return TagsBody.model_validate_json(raw).tags
-    except ValidationError as exc:
-        raise invalid("tags", "send tags as repeated query keys or a JSON body {\"tags\": [...]}") from exc
+        parsed = orjson.loads(raw)
+        if isinstance(parsed, list):
+            return TagsBody.model_validate({"tags": parsed}).tags
+        return TagsBody.model_validate(parsed).tags
+    except (orjson.JSONDecodeError, ValidationError):
+        return None
 
 
 @router.delete("/deployments/{deploymentSlug}/projects/{projectName:path}/tags", name="tags_remove",
                operation_id="tags_remove", summary="Remove tags from project")
 def remove_tags(projectName: str,
                 tags: list[str] = Query([], description="tags to remove, repeated keys"),
-                body_tags: list[str] = Depends(_tags_in_body),
+                body_tags: list[str] | None = Depends(_tags_in_body),
                 emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
-    """Remove tags given as repeated ``tags`` query keys or in a ``{"tags": [...]}`` body; tags the project does
-    not have are ignored."""
-    tags = [*tags, *body_tags]
+    """Remove tags given as repeated ``tags`` query keys and/or in a ``{"tags": [...]}`` (or bare array) body;
+    tags the project does not have are ignored. A body of another shape is ignored when the query names tags."""
+    if body_tags is None and not tags:
+        raise invalid("tags", "send tags as repeated query keys or a JSON body {\"tags\": [...]}")
+    tags = [*tags, *(body_tags or [])]
     if not tags:
         raise invalid("tags", "give the tags to remove as repeated query keys or a JSON body {\"tags\": [...]}")
     with emulator.transaction() as connection:
         current = orjson.loads(_project(connection, projectName).tags)
         kept = [tag for tag in current if tag not in set(tags)]
         return _set(connection, projectName, tags=orjson.dumps(kept).decode())
+
+
+@router.get("/deployments/{deploymentSlug}/projects/{projectName:path}", name="project_get",
+            operation_id="project_get", summary="Get a project")
+def get_project(projectName: str, emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
+    """One project, ``{"project": Project}`` (with ``managed_scan_config`` in both dialects)."""
+    with emulator.transaction() as connection:
+        return OrjsonResponse({"project": render_project(_project(connection, projectName))})
+
+
+@router.patch("/deployments/{deploymentSlug}/projects/{projectName:path}", name="project_update",
+              operation_id="project_update", summary="Update a project")
+def update_project(projectName: str, body: ProjectPatchBody,
+                   emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
+    """Replace the tags, set the primary branch and/or switch managed scans; answers the project. A new primary
+    branch changes which occurrence ``dedup=true`` keeps."""
+    values: dict[str, Any] = {}
+    if body.tags is not None:
+        values["tags"] = orjson.dumps(list(dict.fromkeys(body.tags))).decode()
+    if body.primary_branch is not None:
+        values["primary_branch"] = body.primary_branch
+    config = body.managed_scan_config
+    if config is not None:
+        values.update({name: toggle.enabled for name, toggle in (("diff_scan", config.diff_scan),
+                                                                   ("full_scan", config.full_scan))
+                       if toggle is not None})
+    if not values:
+        raise invalid("body", "give tags, primary_branch and/or managed_scan_config")
+    with emulator.change_findings() as connection:
+        project = _project(connection, projectName)
+        if body.primary_branch is not None and body.primary_branch != project.primary_branch:
+            t = schema.findings.c
+            connection.execute(update(schema.findings).where(t.repo_id == project.id)
+                               .values(is_primary=(t.ref == body.primary_branch).cast(Integer)))
+        return _set(connection, projectName, **values)
+
+
+@router.delete("/deployments/{deploymentSlug}/projects/{projectName:path}", name="project_delete",
+               operation_id="project_delete", summary="Delete a project")
+def delete_project(projectName: str, emulator: Emulator = Depends(by_slug)) -> OrjsonResponse:
+    """Delete the project and, as the service does, its findings (every issue type), scans and dependencies;
+    answers ``{"project_name": ...}``. Tickets stay in the tracker."""
+    t = schema.findings.c
+    with emulator.change_findings() as connection:
+        repo_id = _project(connection, projectName).id
+        connection.execute(delete(schema.finding_bodies).where(
+            schema.finding_bodies.c.id.in_(select(t.id).where(t.repo_id == repo_id))))
+        connection.execute(delete(schema.findings).where(t.repo_id == repo_id))
+        connection.execute(delete(schema.scans).where(schema.scans.c.repository_id == repo_id))
+        connection.execute(delete(schema.dependencies).where(schema.dependencies.c.repository_id == repo_id))
+        connection.execute(delete(schema.repositories).where(schema.repositories.c.id == repo_id))
+    return OrjsonResponse({"project_name": projectName})

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import orjson
 
 from .. import timefmt
-from ..dialect import REAL, finding_to_real, rule_to_real
+from ..dialect import REAL, assistant_to_real, finding_to_real, rule_to_real
 from ..dialect import usage_location as real_usage_location
 from ..rows import AI_SAST_ID_BASE, SAST_ID_BASE, SCA_ID_BASE, SECRETS_ID_BASE, STATE_OF_STATUS, FindingRow, multi
 from . import vocabulary as vocab
@@ -120,8 +120,9 @@ class FindingFactory:
         convert = rule_to_real if self.real else dict
         self.rule_frags = [_frag(convert(self._rule_object(rule))) for rule in world.rules]
         self.category_frags = [_frag([rule.spec.category]) for rule in world.rules]
+        assistant = assistant_to_real if self.real else dict
         self.assistant_frags = [
-            [[_frag(self._assistant(rule, verdict, component)) for component in vocab.COMPONENTS]
+            [[_frag(assistant(self._assistant(rule, verdict, component))) for component in vocab.COMPONENTS]
              for verdict in VERDICTS]
             for rule in world.rules
         ]

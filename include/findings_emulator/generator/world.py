@@ -5,6 +5,7 @@ Everything here is a function of the seed and the counts, except absolute times,
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,10 @@ SCAN_ID_BASE = 5000001
 DEPENDENCY_ID_BASE = 700001
 RULE_ID_BASE = 610001
 POLICY_IDS = ("2101", "2102")
+#: Repositories whose index is this modulo 5 have ``develop`` as their default branch (the primary stays
+#: ``main``/``master``), so ``ref=_default`` and the primary branch select different findings there.
+DEVELOP_DEFAULT = 2
+DEVELOP = "develop"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class Repository:
     full_scan: bool
     has_dependency_path_scan: bool
     commits: dict[str, str] = field(default_factory=dict)
+    default_branch: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,15 @@ def _repositories(rng: random.Random, count: int, now: float) -> list[Repository
         features = tuple(rng.sample(vocab.FEATURE_BRANCHES, rng.randint(1, 3)))
         branches = (primary, *features)
         tags = (f"team:{rng.choice(vocab.TEAMS)}", rng.choice(vocab.TIERS))
+        commits = {branch: _hex(rng, 40) for branch in branches}
+        default = primary
+        if index % 5 == DEVELOP_DEFAULT:
+            # the code host's default branch differs from the primary branch the service reports on (a
+            # git-flow repository); its commit is derived from the name, so no draw shifts the other data
+            default = DEVELOP
+            if DEVELOP not in branches:
+                branches = (*branches, DEVELOP)
+                commits[DEVELOP] = hashlib.sha1(f"{name}:{DEVELOP}".encode(), usedforsecurity=False).hexdigest()
         repos.append(Repository(
             id=REPOSITORY_ID_BASE + index,
             name=name,
@@ -128,7 +143,8 @@ def _repositories(rng: random.Random, count: int, now: float) -> list[Repository
             diff_scan=rng.random() < 0.8,
             full_scan=rng.random() < 0.6,
             has_dependency_path_scan=rng.random() < 0.5,
-            commits={branch: _hex(rng, 40) for branch in branches},
+            commits=commits,
+            default_branch=default,
         ))
     return repos
 
