@@ -28,7 +28,7 @@ from findings_provider.warehouse.rows import (
 )
 
 from . import payloads as p
-from .conftest import Recorder, client_kwargs
+from .conftest import Recorder, call_async, client_kwargs
 
 UTC = timezone.utc
 SLUG = "/api/v1/deployments/acme"
@@ -388,7 +388,22 @@ def test_tags_bodies_as_the_real_service_takes_them(make_client) -> None:
     assert rec.json(0) == {"tags": ["a", "b"]}
     assert rec.requests[1].method == "DELETE"
     assert rec.query(1) == [("tags", "a")]
-    assert rec.json(1) == {"tags": ["a"]}
+    assert rec.requests[1].content == b""  # the tags are query keys only: a DELETE never carries a body
+
+
+@pytest.mark.parametrize("tags_body", ["array", "object"])
+def test_removing_tags_sends_repeated_query_keys_and_no_body(make_client, make_async_client, tags_body) -> None:
+    """Whatever the tags-body form, a DELETE of tags has no body, no Content-Type, and one ``tags`` key per tag."""
+    rec = Recorder({"project": p.project(tags=[])}, {"project": p.project(tags=[])})
+    make_client(rec, tags_body=tags_body).remove_project_tags("org/repo", ["team a", "prod/eu", "x&y"])
+    call_async(make_async_client(rec, tags_body=tags_body), "remove_project_tags", "org/repo", ["team a", "x&y"])
+    for request, tags in zip(rec.requests, (["team a", "prod/eu", "x&y"], ["team a", "x&y"]), strict=True):
+        assert (request.method, request.url.path) == ("DELETE", SLUG + "/projects/org/repo/tags")
+        assert request.url.params.get_list("tags") == tags
+        assert [key for key, _ in request.url.params.multi_items()] == ["tags"] * len(tags)
+        assert request.content == b""
+        assert "Content-Type" not in request.headers
+        assert request.headers.get("Content-Length", "0") == "0"
 
 
 def test_an_unknown_tags_body_is_a_configuration_error() -> None:

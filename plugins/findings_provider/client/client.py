@@ -781,15 +781,10 @@ class _Operations(_BaseClient):
         return self._call(call, post=lambda r: r.project)
 
     def remove_project_tags(self, project_name: str, tags: Iterable[str]) -> m.Project:
-        """Remove tags from a project (4.13); returns the project. The tags go as repeated ``tags`` query keys; with
-        ``tags_body="object"`` also as a ``{"tags": [...]}`` body."""
+        """Remove tags from a project (4.13); returns the project. The tags go as repeated ``tags`` query keys and
+        the DELETE has no body, whatever ``tags_body`` says (that shapes adding tags only)."""
         q = rq.validate(rq.Tags, "remove project tags", project_name=project_name, tags=list(tags))
-        call = Call(
-            ep.TAGS_REMOVE,
-            {"project_name": q.project_name},
-            params=[("tags", t) for t in q.tags],
-            json=q.remove_body(self.tags_body),
-        )
+        call = Call(ep.TAGS_REMOVE, {"project_name": q.project_name}, params=q.remove_params())
         return self._call(call, post=lambda r: r.project)
 
 

@@ -480,10 +480,10 @@ class Tags(RequestModel):
         """The body of add-tags: a bare array (reference) or ``{"tags": [...]}`` (real service)."""
         return {"tags": list(self.tags)} if form == "object" else list(self.tags)
 
-    def remove_body(self, form: str) -> dict[str, list[str]] | None:
-        """The body of remove-tags: none (reference: query keys only), or ``{"tags": [...]}`` besides the query
-        keys (the real service documents the query keys; one of its clients sends this body)."""
-        return {"tags": list(self.tags)} if form == "object" else None
+    def remove_params(self) -> list[tuple[str, str]]:
+        """The query of remove-tags: ``tags`` as repeated keys. Never a body, whatever the tags-body form: a DELETE
+        body is not part of the API (reference 4.13, api-notes), and proxies may drop or refuse it."""
+        return [("tags", tag) for tag in self.tags]
 
 
 class ProjectsQuery(RequestModel):

@@ -80,8 +80,8 @@ class FindingsApiHook(BaseHook):
         - ``max_retries`` (default 4), ``verify`` (true, false or a CA bundle path), ``allow_insecure_http``,
           ``tracker_project_field``;
         - ``tags_body``: ``array`` (default; add project tags sends a bare JSON array, as the reference says) or
-          ``object`` (``{"tags": [...]}``, as the real service takes it; remove project tags then sends that body
-          besides the ``tags`` query keys).
+          ``object`` (``{"tags": [...]}``, as the real service takes it). Removing tags always sends them as
+          repeated ``tags`` query keys, never a body.
     """
 
     conn_name_attr = "findings_conn_id"
