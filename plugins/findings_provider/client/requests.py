@@ -110,7 +110,7 @@ def _ids_as_strings(value: Any) -> Any:
 def _http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("expected an http(s) URL with a host, e.g. https://tracker.example.com/browse/SEC-12")
+        raise ValueError("expected an absolute http(s) URL with a host, e.g. https://host.example.com/path")
     return value
 
 
