@@ -1,11 +1,13 @@
-"""Ticket creation (the one non-idempotent write): every outcome but a valid ticket response or a definite refusal
+"""Ticket creation (the first non-idempotent write): every outcome but a valid ticket response or a definite refusal
 before processing is ``AmbiguousWriteError``, whatever form the surprise takes; never sent twice.
 
-Each table is checked as a whole, so a failure lists every surprise that escaped as something else.
+Each table is checked as a whole, so a failure lists every surprise that escaped as something else. The writes of
+api-notes (a project update or deletion, ticket links, an SBOM export) are never sent twice either; their reads are.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -23,6 +25,7 @@ from findings_provider.client import (
 )
 
 from .conftest import Recorder, call_async, ok, raw
+from .fixtures import operations as fx
 
 TICKETS_OK = {"failed": [], "skipped": [], "succeeded": [{"ticket_id": 1, "issue_ids": [5]}]}
 HTML = b"<!DOCTYPE html><html><body><h1>Maintenance</h1></body></html>"
@@ -159,3 +162,66 @@ def test_an_unexpected_exception_is_ambiguous_and_named(make_client) -> None:
     with pytest.raises(AmbiguousWriteError, match="Boom: something unexpected") as info:
         create_tickets(make_client(rec))
     assert info.value.__cause__ is None  # an arbitrary exception may hold anything: not chained
+
+
+# --- the writes and reads beyond the reference (api-notes) -----------------------------------------------------
+
+#: Each new write, called with valid input, with the advice its ambiguity message gives.
+NEW_WRITES: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "update_project": (lambda c: c.update_project("org/repo", primary_branch="refs/heads/dev"), "get_project"),
+    "delete_project": (lambda c: c.delete_project("org/repo"), "NotFoundError once it is deleted"),
+    "start_sbom_export": (lambda c: c.start_sbom_export(7), "second job"),
+    "link_ticket": (lambda c: c.link_ticket("https://t.example.com/SEC-1", [1]), "external_ticket"),
+    "unlink_tickets": (lambda c: c.unlink_tickets([1]), "external_ticket"),
+    "delete_ticket_link": (lambda c: c.delete_ticket_link(12), "external_ticket"),
+}
+
+#: Each new read, and a valid answer of it.
+NEW_READS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "ping": (lambda c: c.ping(), {}),
+    "get_project": (lambda c: c.get_project("org/repo"), fx.project_real()),
+    "list_lockfiles": (lambda c: c.list_lockfiles(7), fx.lockfiles_real()),
+    "get_sbom_export": (lambda c: c.get_sbom_export("tt-1"), fx.sbom_status_real()),
+    "download_sbom": (lambda c: c.download_sbom(fx.DOWNLOAD_URL), fx.cyclonedx()),
+}
+
+
+@pytest.mark.parametrize("name", list(NEW_WRITES))
+@pytest.mark.parametrize("answer", ["503", "500", "read timeout"])
+def test_a_new_write_is_never_sent_twice_after_an_ambiguous_answer(name, answer, make_client) -> None:
+    call, advice = NEW_WRITES[name]
+    rec = Recorder(surprises()[answer], ok({}), repeat_last=False)
+    with pytest.raises(AmbiguousWriteError) as info:
+        call(make_client(rec))
+    assert rec.count == 1
+    assert "the server may have acted on it" in str(info.value)
+    assert advice in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(NEW_WRITES))
+def test_a_new_write_answered_429_is_sent_again(name, make_client) -> None:
+    call, _ = NEW_WRITES[name]
+    answers = {
+        "update_project": fx.project_real(), "delete_project": fx.project_deleted_real(),
+        "start_sbom_export": fx.sbom_task_real(), "link_ticket": fx.ticket_link_real(),
+        "unlink_tickets": fx.ticket_unlink_real(), "delete_ticket_link": fx.ticket_link_deleted_real(),
+    }
+    rec = Recorder(raw(b"", 429, {"Retry-After": "1"}), ok(answers[name]))
+    call(make_client(rec))  # 429: the server did not act, so sending again is safe
+    assert rec.count == 2
+
+
+@pytest.mark.parametrize("name", list(NEW_READS))
+def test_a_new_read_answered_503_is_sent_again(name, make_client, make_async_client) -> None:
+    call, answer = NEW_READS[name]
+    rec = Recorder(raw(b"", 503), httpx.ReadTimeout("slow"), ok(answer))
+    call(make_client(rec))
+    assert rec.count == 3
+    rec = Recorder(raw(b"", 503), ok(answer))
+
+    async def go() -> Any:
+        async with make_async_client(rec) as client:
+            return await call(client)
+
+    asyncio.run(go())
+    assert rec.count == 2

@@ -18,24 +18,34 @@ from findings_provider.client.models import (
     Deployment,
     Finding,
     FindingsPage,
+    LockfilesPage,
+    PingResponse,
     Policy,
     PolicyRulesPage,
     Project,
+    ProjectDeleted,
     ProjectsPage,
     RepositoriesPage,
     Rule,
+    SbomDocument,
+    SbomExportState,
+    SbomExportTask,
     ScanDetails,
     ScansPage,
     SecretsPage,
+    TicketLinkDeleted,
+    TicketLinkResult,
     TicketResult,
+    TicketUnlinkResult,
     TriageResult,
     UpdatePolicyResponse,
 )
-from findings_provider.client.vocabulary import ScanStatus
+from findings_provider.client.vocabulary import SbomExportStatus, ScanStatus
 from present import present
 
 from . import payloads as p
 from .conftest import TOKEN, Recorder, call_async
+from .fixtures import operations as fx
 
 UTC = timezone.utc
 #: The three timestamp shapes of ``payloads`` as aware UTC datetimes.
@@ -65,6 +75,9 @@ class Op:
     query: list[tuple[str, str]] = field(default_factory=list)
     body: Any = NO_BODY
     check: Callable[[Any], None] = lambda result: None
+    host: str = "findings.example.com"
+    #: False for a link the service hands out: sent without the API token.
+    authenticated: bool = True
 
 
 # --- checks of the parsed results ---------------------------------------------------------------------------
@@ -262,6 +275,66 @@ def check_secrets(page: Any) -> None:
     assert f.id == 3001
     assert present(f.model_extra)["secret_type"] == "aws"
     assert_utc(f.created_at, T_SPACE)
+
+
+def check_ping(result: Any) -> None:
+    assert isinstance(result, PingResponse)
+    assert result.model_extra == {"version": "v1"}
+
+
+def check_project_deleted(result: Any) -> None:
+    assert isinstance(result, ProjectDeleted)
+    assert result.project_name == "org/repo"
+
+
+def check_lockfiles(page: Any) -> None:
+    assert isinstance(page, LockfilesPage)
+    assert [(f.lockfilePath, f.numDependencies) for f in page.items] == [
+        ("package-lock.json", 12),
+        ("services/api/poetry.lock", 0),
+    ]
+    assert (page.hasMore, page.cursor) == (True, "2")
+    assert page.items[1].model_extra == {"ecosystem": "pypi"}
+
+
+def check_sbom_task(result: Any) -> None:
+    assert isinstance(result, SbomExportTask)
+    assert result.taskToken == "tt-5f1c/2=="
+
+
+def check_sbom_status(result: Any) -> None:
+    assert isinstance(result, SbomExportState)
+    assert result.export_status is SbomExportStatus.COMPLETED
+    assert result.export_status.is_terminal
+    assert result.downloadUrl == fx.DOWNLOAD_URL
+    assert result.errorMessage is None  # "" is proto-JSON's unset string
+
+
+def check_sbom_document(result: Any) -> None:
+    assert isinstance(result, SbomDocument)
+    assert (result.bomFormat, result.specVersion, result.version) == ("CycloneDX", "1.6", 1)
+    assert [c["name"] for c in result.components] == ["pkg-0", "pkg-1"]
+    assert present(result.metadata)["component"]["name"] == "org/repo"
+
+
+def check_ticket_link(result: Any) -> None:
+    assert isinstance(result, TicketLinkResult)
+    assert (result.ticket_id, result.ticket_url, result.external_slug) == (
+        12,
+        "https://tracker.example.com/browse/SEC-12",
+        "SEC-12",
+    )
+    assert (result.linked_issue_ids, result.replaced_issue_ids) == ([1001, 1002], [1002])
+
+
+def check_ticket_unlink(result: Any) -> None:
+    assert isinstance(result, TicketUnlinkResult)
+    assert result.unlinked_issue_ids == [1001, 1002]
+
+
+def check_ticket_link_deleted(result: Any) -> None:
+    assert isinstance(result, TicketLinkDeleted)
+    assert result.issueIds == [1001, 1002]
 
 
 # --- the table ----------------------------------------------------------------------------------------------
@@ -612,6 +685,124 @@ OPS = [
         query=[("cursor", "s1"), ("limit", "50")],
         check=check_secrets,
     ),
+    # --- the operations of api-notes beyond the reference ---
+    Op("ping", "ping", response=fx.ping_real(), path="/api/v1/ping", check=check_ping),
+    Op(
+        "get_project",
+        "get_project",
+        args=("org/repo",),
+        response={"project": p.project()},
+        path=SLUG + "/projects/org/repo",
+        check=check_project,
+    ),
+    Op(
+        "update_project",
+        "update_project",
+        args=("org/repo",),
+        kwargs={"tags": ("team-a", "prod"), "primary_branch": "refs/heads/develop", "diff_scan": True,
+                "full_scan": False},
+        response={"project": p.project(tags=["team-a", "prod"])},
+        http_method="PATCH",
+        path=SLUG + "/projects/org/repo",
+        body={
+            "tags": ["team-a", "prod"],
+            "primary_branch": "refs/heads/develop",
+            "managed_scan_config": {"diff_scan": {"enabled": True}, "full_scan": {"enabled": False}},
+        },
+        check=check_tagged_project,
+    ),
+    Op(
+        "delete_project",
+        "delete_project",
+        args=("org/repo",),
+        response=fx.project_deleted_real(),
+        http_method="DELETE",
+        path=SLUG + "/projects/org/repo",
+        check=check_project_deleted,
+    ),
+    Op(
+        "list_lockfiles",
+        "list_lockfiles",
+        args=(7,),
+        kwargs={"cursor": "3", "page_size": 50},
+        response=fx.lockfiles_real(),
+        http_method="POST",
+        path=DEP + "/dependencies/repositories/7/lockfiles",
+        body={"cursor": 3, "pageSize": 50},
+        check=check_lockfiles,
+    ),
+    Op(
+        "start_sbom_export",
+        "start_sbom_export",
+        args=(123456,),
+        kwargs={
+            "cyclonedx_version": "1.5",
+            "ref": "refs/heads/main",
+            "metadata_component_type": "library",
+            "metadata_supplier": {"name": "Acme", "url": "https://acme.example.com",
+                                  "contact": {"name": "Ada", "email": "sec@acme.example.com"}},
+        },
+        response=fx.sbom_task_real(),
+        http_method="POST",
+        path=DEP + "/sbom/export",
+        body={
+            "repositoryId": "123456",
+            "ref": "refs/heads/main",
+            "formatVersion": {"format": "SBOM_FORMAT_CYCLONEDX", "cyclonedxVersion": "SBOM_CYCLONE_DX_VERSION_V1_5"},
+            "metadataComponentType": "SBOM_METADATA_COMPONENT_TYPE_CYCLONE_DX_V15_LIBRARY",
+            "metadataSupplier": {"name": "Acme", "url": "https://acme.example.com",
+                                 "contact": {"name": "Ada", "email": "sec@acme.example.com"}},
+        },
+        check=check_sbom_task,
+    ),
+    Op(
+        "get_sbom_export",
+        "get_sbom_export",
+        args=("tt-5f1c/2==",),
+        response=fx.sbom_status_real(),
+        path=DEP + "/sbom/export/tt-5f1c%2F2%3D%3D",
+        check=check_sbom_status,
+    ),
+    Op(
+        "download_sbom",
+        "download_sbom",
+        args=(fx.DOWNLOAD_URL,),
+        response=fx.cyclonedx(),
+        host="downloads.example.net",
+        path="/sbom/7f3a.json",
+        query=[("X-Signature", "abc+def"), ("expires", "1700000600")],
+        authenticated=False,
+        check=check_sbom_document,
+    ),
+    Op(
+        "link_ticket",
+        "link_ticket",
+        args=("https://tracker.example.com/browse/SEC-12", [1001, 1002]),
+        response=fx.ticket_link_real(),
+        http_method="POST",
+        path=DEP + "/tickets/link",
+        body={"ticket_url": "https://tracker.example.com/browse/SEC-12", "issue_ids": ["1001", "1002"]},
+        check=check_ticket_link,
+    ),
+    Op(
+        "unlink_tickets",
+        "unlink_tickets",
+        args=([1001, "1002"],),
+        response=fx.ticket_unlink_real(),
+        http_method="POST",
+        path=DEP + "/tickets/unlink",
+        body={"issue_ids": ["1001", "1002"]},
+        check=check_ticket_unlink,
+    ),
+    Op(
+        "delete_ticket_link",
+        "delete_ticket_link",
+        args=(12,),
+        response=fx.ticket_link_deleted_real(),
+        http_method="DELETE",
+        path=DEP + "/ticketing/v2/tickets/12",
+        check=check_ticket_link_deleted,
+    ),
 ]
 
 
@@ -620,11 +811,15 @@ def assert_request(rec: Recorder, op: Op) -> None:
     request = rec.last
     assert request.method == op.http_method
     assert request.url.scheme == "https"
-    assert request.url.host == "findings.example.com"
+    assert request.url.host == op.host
     raw_path = request.url.raw_path.decode().split("?")[0]
     assert raw_path == op.path
     assert sorted(request.url.params.multi_items()) == op.query
-    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    if op.authenticated:
+        assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    else:  # a link the service handed out: the token never goes there
+        assert "Authorization" not in request.headers
+        assert TOKEN not in str(request.headers) + str(request.url)
     if op.body is NO_BODY:
         assert request.content == b""
     else:
@@ -669,6 +864,17 @@ def test_every_endpoint_has_a_row() -> None:
         "remove_project_tags": "tags_remove",
         "list_projects": "projects",
         "list_secrets": "secrets",
+        "ping": "ping",
+        "get_project": "project_get",
+        "update_project": "project_update",
+        "delete_project": "project_delete",
+        "list_lockfiles": "lockfiles",
+        "start_sbom_export": "sbom_export",
+        "get_sbom_export": "sbom_export_status",
+        "download_sbom": "sbom_download",
+        "link_ticket": "ticket_link",
+        "unlink_tickets": "ticket_unlink",
+        "delete_ticket_link": "ticket_link_delete",
     }
     assert {covered[op.method] for op in OPS} == set(ENDPOINTS)
 

@@ -14,8 +14,16 @@ from typing import Any
 import pytest
 from findings_provider.client import ConfigurationError, FindingsClient
 from findings_provider.client.dependency_identity import canonical_transitivity, dependency_key
-from findings_provider.client.models import Dependency
-from findings_provider.client.vocabulary import ScanStatus
+from findings_provider.client.models import (
+    Dependency,
+    LockfilesPage,
+    PingResponse,
+    Project,
+    SbomExportState,
+    TicketLinkResult,
+    TicketUnlinkResult,
+)
+from findings_provider.client.vocabulary import SbomExportStatus, ScanStatus, UnknownSbomExportStatusError
 from findings_provider.warehouse.rows import (
     DEPENDENCY_COLUMNS,
     DEPENDENCY_REPOSITORY_COLUMNS,
@@ -26,9 +34,11 @@ from findings_provider.warehouse.rows import (
     policy_rule_rows,
     scan_rows,
 )
+from pydantic import ValidationError as PydanticValidationError
 
 from . import payloads as p
-from .conftest import Recorder, client_kwargs
+from .conftest import Recorder, call_async, client_kwargs
+from .fixtures import operations as fx
 
 UTC = timezone.utc
 SLUG = "/api/v1/deployments/acme"
@@ -388,7 +398,22 @@ def test_tags_bodies_as_the_real_service_takes_them(make_client) -> None:
     assert rec.json(0) == {"tags": ["a", "b"]}
     assert rec.requests[1].method == "DELETE"
     assert rec.query(1) == [("tags", "a")]
-    assert rec.json(1) == {"tags": ["a"]}
+    assert rec.requests[1].content == b""  # the tags are query keys only: a DELETE never carries a body
+
+
+@pytest.mark.parametrize("tags_body", ["array", "object"])
+def test_removing_tags_sends_repeated_query_keys_and_no_body(make_client, make_async_client, tags_body) -> None:
+    """Whatever the tags-body form, a DELETE of tags has no body, no Content-Type, and one ``tags`` key per tag."""
+    rec = Recorder({"project": p.project(tags=[])}, {"project": p.project(tags=[])})
+    make_client(rec, tags_body=tags_body).remove_project_tags("org/repo", ["team a", "prod/eu", "x&y"])
+    call_async(make_async_client(rec, tags_body=tags_body), "remove_project_tags", "org/repo", ["team a", "x&y"])
+    for request, tags in zip(rec.requests, (["team a", "prod/eu", "x&y"], ["team a", "x&y"]), strict=True):
+        assert (request.method, request.url.path) == ("DELETE", SLUG + "/projects/org/repo/tags")
+        assert request.url.params.get_list("tags") == tags
+        assert [key for key, _ in request.url.params.multi_items()] == ["tags"] * len(tags)
+        assert request.content == b""
+        assert "Content-Type" not in request.headers
+        assert request.headers.get("Content-Length", "0") == "0"
 
 
 def test_an_unknown_tags_body_is_a_configuration_error() -> None:
@@ -405,3 +430,120 @@ def test_tracker_field_as_the_real_service_names_it(make_client) -> None:
     assert body["jira_project_id"] == "10001"
     assert "tracker_project_id" not in body
     assert result.succeeded[0].ticket_id == 5
+
+
+# --- the operations beyond the reference (api-notes), in both dialects -----------------------------------------
+# Each test runs once per dialect with the same assertions: both answers must give the same canonical values.
+
+DIALECTS = ["reference", "real"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_one_project_reads_the_same_from_either_dialect(make_client, dialect) -> None:
+    rec = Recorder(fx.answer("project", dialect), fx.answer("project", dialect))
+    client = make_client(rec)
+    for project in (client.get_project("org/repo"), client.update_project("org/repo", tags=["team-a", "prod"])):
+        assert (project.id, project.name, project.tags) == (31, "org/repo", ["team-a", "prod"])
+        assert project.created_at == datetime(2020, 11, 18, 23, 28, 12, 391807, tzinfo=UTC)
+        assert project.latest_scan_at == datetime(2020, 11, 18, 20, 46, 25, 269650, tzinfo=UTC)
+        assert project.default_branch is None  # absent in one dialect, null in the other
+        assert project.primary_branch == "refs/heads/main"
+        config = project.managed_scan_config
+        assert (config.diff_scan.enabled, config.full_scan.enabled) == (True, False)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_deleted_project_reads_the_same_from_either_dialect(make_client, dialect) -> None:
+    rec = Recorder(fx.answer("project_deleted", dialect))
+    assert make_client(rec).delete_project("org/repo").project_name == "org/repo"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_lockfiles_read_the_same_from_either_dialect(make_client, dialect) -> None:
+    last = {"lockfileSummaries": [], "hasMore": False} if dialect == "real" else {"has_more": False}
+    rec = Recorder(fx.answer("lockfiles", dialect))
+    client = make_client(rec)
+    page = client.list_lockfiles("7")
+    assert [(f.lockfilePath, f.numDependencies) for f in page.items] == [
+        ("package-lock.json", 12),
+        ("services/api/poetry.lock", 0),
+    ]
+    assert (page.hasMore, page.cursor) == (True, "2")
+    rec.add(fx.answer("lockfiles", dialect), last)
+    assert [f.lockfilePath for f in client.iter_lockfiles(7, page_size=2)] == [
+        "package-lock.json",
+        "services/api/poetry.lock",
+    ]
+    # the first body is {} (the supply-chain endpoints need one); a digit cursor goes back as a number
+    assert [rec.json(i) for i in range(3)] == [{}, {"pageSize": 2}, {"pageSize": 2, "cursor": 2}]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_sbom_export_answers_read_the_same_from_either_dialect(make_client, dialect) -> None:
+    rec = Recorder(fx.answer("sbom_task", dialect), fx.answer("sbom_status", dialect))
+    client = make_client(rec)
+    assert client.start_sbom_export(123456).taskToken == "tt-5f1c/2=="
+    state = client.get_sbom_export("tt-5f1c/2==")
+    assert state.export_status is SbomExportStatus.COMPLETED
+    assert (state.downloadUrl, state.errorMessage) == (fx.DOWNLOAD_URL, None)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("SBOM_EXPORT_STATUS_IN_PROGRESS", SbomExportStatus.IN_PROGRESS),
+        ("in_progress", SbomExportStatus.IN_PROGRESS),
+        ("SBOM_EXPORT_STATUS_FAILED", SbomExportStatus.FAILED),
+        ("failed", SbomExportStatus.FAILED),
+    ],
+)
+def test_sbom_export_statuses_of_either_dialect(status, expected) -> None:
+    state = SbomExportState.model_validate({"status": status, "errorMessage": "x" if "FAIL" in status.upper() else ""})
+    assert state.export_status is expected
+    assert state.export_status.is_terminal is (expected is not SbomExportStatus.IN_PROGRESS)
+
+
+def test_an_unknown_sbom_export_status_is_an_error_naming_it() -> None:
+    state = SbomExportState.model_validate({"status": "SBOM_EXPORT_STATUS_QUEUED", "brandNew": 1})
+    assert state.model_extra == {"brandNew": 1}  # the answer itself parses
+    with pytest.raises(UnknownSbomExportStatusError, match="SBOM_EXPORT_STATUS_QUEUED"):
+        state.export_status  # noqa: B018
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_ticket_link_answers_read_the_same_from_either_dialect(make_client, dialect) -> None:
+    rec = Recorder(
+        fx.answer("ticket_link", dialect),
+        fx.answer("ticket_unlink", dialect),
+        fx.answer("ticket_link_deleted", dialect),
+    )
+    client = make_client(rec)
+    link = client.link_ticket("https://tracker.example.com/browse/SEC-12", [1001, 1002])
+    assert (link.ticket_id, link.ticket_url, link.external_slug) == (
+        12,
+        "https://tracker.example.com/browse/SEC-12",
+        "SEC-12",
+    )
+    assert (link.linked_issue_ids, link.replaced_issue_ids) == ([1001, 1002], [1002])
+    assert client.unlink_tickets([1001, 1002]).unlinked_issue_ids == [1001, 1002]
+    assert client.delete_ticket_link(12).issueIds == [1001, 1002]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_ping_reads_from_either_dialect(make_client, dialect) -> None:
+    rec = Recorder(fx.answer("ping", dialect))
+    assert isinstance(make_client(rec).ping(), PingResponse)
+    assert (rec.last.method, rec.last.url.path) == ("GET", "/api/v1/ping")
+
+
+def test_null_and_empty_values_of_the_new_answers_read_as_unset() -> None:
+    """``null`` for an optional field or list, and proto-JSON's omitted empty lists, never fail a parse."""
+    assert TicketLinkResult.model_validate({"ticket_id": 5, "ticket_url": None, "linked_issue_ids": None}).model_dump(
+        include={"ticket_id", "ticket_url", "linked_issue_ids", "replaced_issue_ids"}
+    ) == {"ticket_id": 5, "ticket_url": None, "linked_issue_ids": [], "replaced_issue_ids": []}
+    assert TicketUnlinkResult.model_validate({}).unlinked_issue_ids == []
+    assert LockfilesPage.model_validate({"lockfileSummaries": None, "cursor": ""}).items == []
+    assert LockfilesPage.model_validate({"cursor": ""}).cursor is None
+    assert Project.model_validate({"name": "org/repo", "tags": None, "id": None}).tags == []
+    with pytest.raises(PydanticValidationError):
+        TicketLinkResult.model_validate({"ticket_id": True})  # a boolean is never an id

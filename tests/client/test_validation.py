@@ -590,3 +590,94 @@ def test_every_limit_of_the_api_has_its_edges_tested() -> None:
                       if isinstance(value, limits.Limit))
     tested = Counter((row[4], row[5]) for row in LIMITS)
     assert {edges: count for edges, count in defined.items() if tested[edges] < count} == {}  # a row per Limit
+
+
+# --- the operations beyond the reference (api-notes) ------------------------------------------------------------
+
+NEW_OPERATION_REFUSALS = [
+    # (id, call, fragments the message must hold: the operation, the field, the value, what is allowed)
+    ("project name empty", lambda c: c.get_project(""), ["get project", "'project_name'", "''"]),
+    ("project name dot-dot", lambda c: c.delete_project("org/../other"),
+     ["delete project", "'project_name'", "'org/../other'", "'..'"]),
+    ("update nothing", lambda c: c.update_project("org/repo"), ["update project", "at least one", "primary_branch"]),
+    ("update blank tag", lambda c: c.update_project("org/repo", tags=["team-a", " "]),
+     ["'tags.1'", "' '", "blank"]),
+    ("update blank branch", lambda c: c.update_project("org/repo", primary_branch=""),
+     ["'primary_branch'", "''", "blank"]),
+    ("lockfiles repository", lambda c: c.list_lockfiles("org/repo"),
+     ["list lockfiles", "'repository_id'", "'org/repo'", "pattern"]),
+    ("lockfiles page size", lambda c: c.list_lockfiles(7, page_size=0),
+     ["'pageSize'", "= 0", "greater than or equal to 1"]),
+    ("lockfiles negative cursor", lambda c: c.list_lockfiles(7, cursor=-1), ["'cursor'", "-1"]),
+    ("sbom version", lambda c: c.start_sbom_export(7, cyclonedx_version="2.0"),
+     ["start SBOM export", "'formatVersion'", "'cyclonedxVersion' = '2.0'", "SBOM_CYCLONE_DX_VERSION_V1_4",
+      "SBOM_CYCLONE_DX_VERSION_V1_7"]),
+    ("sbom version blank", lambda c: c.start_sbom_export(7, cyclonedx_version=""),
+     ["'formatVersion'", "'cyclonedxVersion' = ''"]),
+    ("sbom repository", lambda c: c.start_sbom_export("12a"), ["'repositoryId'", "'12a'"]),
+    ("sbom repository bool", lambda c: c.start_sbom_export(True), ["'repositoryId'", "True"]),
+    ("sbom ref blank", lambda c: c.start_sbom_export(7, ref="  "), ["'ref'", "'  '", "blank"]),
+    ("sbom component type", lambda c: c.start_sbom_export(7, metadata_component_type="app lication"),
+     ["'metadataComponentType'", "'app lication'", "'application' or 'library'"]),
+    ("sbom supplier url", lambda c: c.start_sbom_export(7, metadata_supplier={"url": "acme.example.com"}),
+     ["'metadataSupplier'", "'url' = 'acme.example.com'", "http(s) URL"]),
+    ("sbom supplier typo", lambda c: c.start_sbom_export(7, metadata_supplier={"nmae": "Acme"}),
+     ["'metadataSupplier'", "'nmae' = 'Acme'", "Extra inputs are not permitted"]),
+    ("sbom task token", lambda c: c.get_sbom_export(".."), ["get SBOM export", "'task_token'", "'..'"]),
+    ("sbom task token blank", lambda c: c.get_sbom_export(" "), ["'task_token'", "' '"]),
+    ("link url", lambda c: c.link_ticket("tracker/SEC-12", [1]), ["link ticket", "'ticket_url'", "'tracker/SEC-12'"]),
+    ("link no ids", lambda c: c.link_ticket("https://t.example.com/SEC-1", []), ["'issue_ids'", "at least 1"]),
+    ("link bad id", lambda c: c.link_ticket("https://t.example.com/SEC-1", [5, "5x"]), ["'issue_ids.1'", "'5x'"]),
+    ("link bool id", lambda c: c.link_ticket("https://t.example.com/SEC-1", [True]), ["'issue_ids.0'", "True"]),
+    ("unlink no ids", lambda c: c.unlink_tickets([]), ["unlink tickets", "'issue_ids'", "at least 1"]),
+    ("unlink negative id", lambda c: c.unlink_tickets([-3]), ["'issue_ids.0'", "'-3'"]),
+    ("delete link blank", lambda c: c.delete_ticket_link(""), ["delete ticket link", "'external_ticket_id'", "''"]),
+    ("delete link dot", lambda c: c.delete_ticket_link("."), ["'external_ticket_id'", "'.'"]),
+    ("findings blank ref", lambda c: c.list_findings(ref=" "), ["list findings", "'ref'", "' '", "blank"]),
+]
+
+
+@pytest.mark.parametrize(("call", "fragments"), [case[1:] for case in NEW_OPERATION_REFUSALS],
+                         ids=[case[0] for case in NEW_OPERATION_REFUSALS])
+def test_new_operations_refuse_bad_input_before_sending(call, fragments, make_client) -> None:
+    rec = Recorder()
+    refused(rec, lambda: call(make_client(rec)), *fragments)
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        ("1.4", "SBOM_CYCLONE_DX_VERSION_V1_4"),
+        ("v1.5", "SBOM_CYCLONE_DX_VERSION_V1_5"),
+        ("V1_6", "SBOM_CYCLONE_DX_VERSION_V1_6"),
+        ("SBOM_CYCLONE_DX_VERSION_V1_7", "SBOM_CYCLONE_DX_VERSION_V1_7"),
+    ],
+)
+def test_sbom_versions_are_sent_as_the_full_value(given, sent, make_client) -> None:
+    rec = Recorder({"taskToken": "t"})
+    make_client(rec).start_sbom_export("42", cyclonedx_version=given, metadata_component_type="APPLICATION")
+    body = rec.json()
+    assert body["formatVersion"] == {"format": "SBOM_FORMAT_CYCLONEDX", "cyclonedxVersion": sent}
+    assert body["metadataComponentType"] == "SBOM_METADATA_COMPONENT_TYPE_CYCLONE_DX_V15_APPLICATION"
+    assert "ref" not in body  # the primary branch when left out
+
+
+def test_update_project_sends_only_what_is_given(make_client) -> None:
+    rec = Recorder({"project": {"name": "org/repo"}}, {"project": {"name": "org/repo"}})
+    client = make_client(rec)
+    client.update_project("org/repo", tags=[])  # an empty list clears the tags: sent
+    client.update_project("org/repo", full_scan=True)
+    assert rec.json(0) == {"tags": []}
+    assert rec.json(1) == {"managed_scan_config": {"full_scan": {"enabled": True}}}
+
+
+def test_dedup_and_the_default_ref_go_on_the_wire(make_client) -> None:
+    from findings_provider.client.requests import DEFAULT_REF
+
+    rec = Recorder({"findings": []}, {"findings": []})
+    client = make_client(rec)
+    client.list_findings("sca", dedup=True, ref=DEFAULT_REF)
+    assert ("dedup", "true") in rec.query(0)
+    assert ("ref", "_default") in rec.query(0)
+    client.list_findings("sast")
+    assert [k for k, _ in rec.query(1) if k in ("dedup", "ref")] == []  # left out: the server's defaults

@@ -7,7 +7,6 @@ import asyncio
 import functools
 import json
 import ssl
-from collections.abc import Callable
 from typing import Any
 
 import certifi
@@ -52,6 +51,10 @@ class Server:
         self.requests.append(request)
         if request.url.path.endswith("/findings"):
             return httpx.Response(200, json={"findings": [{"id": 5}]})
+        if request.url.path == "/api/v1/ping":
+            return httpx.Response(200, json={})
+        if request.url.path.endswith("/projects"):
+            return httpx.Response(200, json={"projects": []})
         return httpx.Response(self.status, json=self.body)
 
 
@@ -257,86 +260,126 @@ def test_test_connection_success(monkeypatch: pytest.MonkeyPatch, server: Server
     set_connection(monkeypatch)
     hook = FindingsApiHook()
     ok, message = hook.test_connection()
-    assert ok is True
-    assert "acme" in message
+    assert ok is True, message
+    assert "deployment 'acme'" in message
     assert "http://127.0.0.1:8900" in message
-    assert len(server.requests) == 1
-    request = server.requests[0]
-    assert str(request.url) == "http://127.0.0.1:8900/api/v1/deployments"
-    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    ping, projects = server.requests
+    assert str(ping.url) == "http://127.0.0.1:8900/api/v1/ping"
+    assert (projects.url.path, projects.url.params["page_size"]) == ("/api/v1/deployments/acme/projects", "1")
+    assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in server.requests)
     assert "client" not in hook.__dict__  # closed afterwards
     assert TOKEN not in message
 
 
-@pytest.mark.parametrize("status", [401, 403])
-def test_test_connection_authentication_failure(
-    monkeypatch: pytest.MonkeyPatch, server: Server, status: int
-) -> None:
-    set_connection(monkeypatch)
-    server.status, server.body = status, {"error": "bad token", "echo": f"Bearer {TOKEN}"}
-    ok, message = FindingsApiHook().test_connection()
-    assert ok is False
-    assert "Web API access" in message
-    assert f"HTTP {status}" in message
-    assert TOKEN not in message
-    assert len(server.requests) == 1  # not retried
-
-
-def test_test_connection_deployment_not_visible(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
-    set_connection(monkeypatch, extra={"deployment_id": "2", "deployment_slug": "other"})
-    ok, message = FindingsApiHook().test_connection()
-    assert ok is False
-    assert "cannot resolve the deployment" in message
-    assert "1/acme" in message
-
-
-def _no_deployments_route(server: Server, scans_status: int) -> Callable[[httpx.Request], httpx.Response]:
-    """A server without the (unreferenced) deployments list: 404 there, ``scans_status`` on scan search."""
+def routed(answers: dict[str, int | httpx.Response | Exception], server: Server) -> httpx.MockTransport:
+    """A transport answering by path: a status (JSON ``{}``), a response, or an exception raised; else the server."""
 
     def answer(request: httpx.Request) -> httpx.Response:
+        given = answers.get(request.url.path)
+        if given is None:
+            return server(request)
         server.requests.append(request)
-        if request.url.path == "/api/v1/deployments":
-            return httpx.Response(404, json={"error": "no such route"})
-        return httpx.Response(scans_status, json={"scans": [], "cursor": ""})
+        if isinstance(given, Exception):
+            raise given
+        if isinstance(given, httpx.Response):
+            return given
+        return httpx.Response(given, json={"error": "refused", "echo": f"Bearer {TOKEN}"})
 
-    return answer
+    return httpx.MockTransport(answer)
 
 
-def test_test_connection_falls_back_to_a_scan_search(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
-    set_connection(monkeypatch)
-    transport = httpx.MockTransport(_no_deployments_route(server, 200))
+def use(monkeypatch: pytest.MonkeyPatch, transport: httpx.MockTransport) -> None:
     monkeypatch.setattr(findings_api, "FindingsClient",
                         functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
+
+
+def test_test_connection_unreachable(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch)
+    use(monkeypatch, routed({"/api/v1/ping": httpx.ConnectError("connection refused")}, server))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "cannot reach http://127.0.0.1:8900" in message
+    assert "ConnectError" in message
+    assert [r.url.path for r in server.requests] == ["/api/v1/ping"]  # nothing after an unreachable service
+
+
+@pytest.mark.parametrize("where", ["/api/v1/ping", "/api/v1/deployments/acme/projects"])
+@pytest.mark.parametrize("status", [401, 403])
+def test_test_connection_invalid_token(
+    monkeypatch: pytest.MonkeyPatch, server: Server, where: str, status: int
+) -> None:
+    set_connection(monkeypatch)
+    use(monkeypatch, routed({where: status}, server))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert f"the API token was refused (HTTP {status})" in message
+    assert "password field" in message
+    assert TOKEN not in message  # the echoed header is redacted
+    assert server.requests[-1].url.path == where  # not retried, nothing after it
+
+
+def test_test_connection_deployment_not_found_or_no_web_api_access(
+    monkeypatch: pytest.MonkeyPatch, server: Server
+) -> None:
+    set_connection(monkeypatch, extra={"deployment_slug": "other"})
+    use(monkeypatch, routed({"/api/v1/deployments/other/projects": 404}, server))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "deployment 'other' not found, or the API token lacks Web API access" in message
+    assert "HTTP 404" in message
+    assert [r.url.path for r in server.requests] == ["/api/v1/ping", "/api/v1/deployments/other/projects"]
+
+
+def test_test_connection_no_findings_api_at_the_base_url(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch)
+    use(monkeypatch, routed({"/api/v1/ping": 404}, server))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "no findings API at http://127.0.0.1:8900" in message
+    assert "base URL" in message
+
+
+def test_test_connection_with_only_a_deployment_id_reads_by_the_id(
+    monkeypatch: pytest.MonkeyPatch, server: Server
+) -> None:
+    set_connection(monkeypatch, extra={"deployment_slug": ""})
+    use(monkeypatch, routed({"/api/v1/deployments/1/scans/search": httpx.Response(200, json={"scans": []})}, server))
     ok, message = FindingsApiHook().test_connection()
     assert ok is True, message
-    assert [r.url.path for r in server.requests] == ["/api/v1/deployments", "/api/v1/deployments/1/scans/search"]
+    assert [r.url.path for r in server.requests] == ["/api/v1/ping", "/api/v1/deployments/1/scans/search"]
     assert json.loads(server.requests[1].content)["limit"] == 1
     assert "deployment id 1" in message
 
 
-def test_test_connection_fallback_reports_a_token_without_api_access(
-    monkeypatch: pytest.MonkeyPatch, server: Server
-) -> None:
-    set_connection(monkeypatch)
-    transport = httpx.MockTransport(_no_deployments_route(server, 404))
-    monkeypatch.setattr(findings_api, "FindingsClient",
-                        functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
+def test_test_connection_with_only_a_deployment_id_not_found(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch, extra={"deployment_slug": "", "deployment_id": "7"})
+    use(monkeypatch, routed({"/api/v1/deployments/7/scans/search": 404}, server))
     ok, message = FindingsApiHook().test_connection()
     assert ok is False
-    assert "lacks Web API access" in message
+    assert "deployment id 7 not found, or the API token lacks Web API access" in message
 
 
-def test_test_connection_without_a_slug_needs_the_deployments_route(
+def test_test_connection_resolves_a_missing_slug_from_the_deployment_list(
     monkeypatch: pytest.MonkeyPatch, server: Server
 ) -> None:
-    set_connection(monkeypatch, extra={"deployment_slug": ""})
-    transport = httpx.MockTransport(_no_deployments_route(server, 200))
-    monkeypatch.setattr(findings_api, "FindingsClient",
-                        functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
+    set_connection(monkeypatch, extra={"deployment_slug": "", "deployment_id": ""})
     ok, message = FindingsApiHook().test_connection()
-    assert ok is False  # the slug cannot be resolved: no fallback hides that
-    assert "HTTP 404" in message
-    assert [r.url.path for r in server.requests] == ["/api/v1/deployments"]
+    assert ok is True, message
+    assert [r.url.path for r in server.requests] == [
+        "/api/v1/ping",
+        "/api/v1/deployments",
+        "/api/v1/deployments/acme/projects",
+    ]
+    assert "deployment 'acme'" in message
+
+
+def test_test_connection_a_deployment_the_token_does_not_see(monkeypatch: pytest.MonkeyPatch, server: Server) -> None:
+    set_connection(monkeypatch, extra={"deployment_id": "2", "deployment_slug": ""})
+    server.body = {"deployments": [{"id": "1", "slug": "acme"}]}
+    use(monkeypatch, routed({"/api/v1/deployments/2/scans/search": 404}, server))
+    ok, message = FindingsApiHook().test_connection()
+    assert ok is False
+    assert "deployment id 2 not found" in message
 
 
 def test_token_is_masked(monkeypatch: pytest.MonkeyPatch, server: Server, masked: list) -> None:

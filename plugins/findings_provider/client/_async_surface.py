@@ -20,18 +20,28 @@ from findings_provider.client.models import (
     Deployment,
     Finding,
     FindingsPage,
+    Lockfile,
+    LockfilesPage,
+    PingResponse,
     Policy,
     PolicyRulesPage,
     Project,
+    ProjectDeleted,
     ProjectsPage,
     RepositoriesPage,
     RepositorySummary,
     Rule,
+    SbomDocument,
+    SbomExportState,
+    SbomExportTask,
     Scan,
     ScanDetails,
     ScansPage,
     SecretsPage,
+    TicketLinkDeleted,
+    TicketLinkResult,
     TicketResult,
+    TicketUnlinkResult,
     TriageResult,
     UpdatePolicyResponse,
 )
@@ -228,3 +238,63 @@ class AsyncOperations(_BaseClient):
     async def add_project_tags(self, project_name: str, tags: Iterable[str]) -> Project: ...
 
     async def remove_project_tags(self, project_name: str, tags: Iterable[str]) -> Project: ...
+
+    async def get_project(self, project_name: str) -> Project: ...
+
+    async def update_project(
+        self,
+        project_name: str,
+        *,
+        tags: Iterable[str] | None = ...,
+        primary_branch: str | None = ...,
+        diff_scan: bool | None = ...,
+        full_scan: bool | None = ...,
+    ) -> Project: ...
+
+    async def delete_project(self, project_name: str) -> ProjectDeleted: ...
+
+    async def list_lockfiles(
+        self,
+        repository_id: str | int,
+        *,
+        cursor: str | int | None = ...,
+        page_size: int | None = ...,
+    ) -> LockfilesPage: ...
+
+    def iter_lockfile_pages(
+        self,
+        repository_id: str | int,
+        *,
+        page_size: int | None = ...,
+        start_cursor: str | None = ...,
+    ) -> AsyncIterator[LockfilesPage]: ...
+
+    def iter_lockfiles(
+        self,
+        repository_id: str | int,
+        *,
+        page_size: int | None = ...,
+        start_cursor: str | None = ...,
+    ) -> AsyncIterator[Lockfile]: ...
+
+    async def start_sbom_export(
+        self,
+        repository_id: str | int,
+        *,
+        cyclonedx_version: str = ...,
+        ref: str | None = ...,
+        metadata_component_type: str | None = ...,
+        metadata_supplier: dict[str, Any] | None = ...,
+    ) -> SbomExportTask: ...
+
+    async def get_sbom_export(self, task_token: str) -> SbomExportState: ...
+
+    async def download_sbom(self, download_url: str, *, max_bytes: int | None = ...) -> SbomDocument: ...
+
+    async def link_ticket(self, ticket_url: str, issue_ids: Iterable[int | str]) -> TicketLinkResult: ...
+
+    async def unlink_tickets(self, issue_ids: Iterable[int | str]) -> TicketUnlinkResult: ...
+
+    async def delete_ticket_link(self, external_ticket_id: str | int) -> TicketLinkDeleted: ...
+
+    async def ping(self) -> PingResponse: ...

@@ -91,6 +91,25 @@ def check_base_url(base_url: str, allow_insecure_http: bool = False) -> str:
     return base_url.strip().rstrip("/")
 
 
+def check_download_url(url: str, allow_insecure_http: bool = False) -> str:
+    """Validate a link the service handed out (an SBOM ``downloadUrl``): http(s) with a host, and https unless the
+    host is loopback or the connection allows insecure http. Any host is accepted: the token is never sent there."""
+    parts = urlsplit(url.strip()) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(
+            f"download URL {url!r} is not an http(s) URL with a host: expected the downloadUrl of a completed "
+            "export (get_sbom_export)",
+            field="download_url",
+        )
+    if parts.scheme == "http" and not allow_insecure_http and not is_loopback(parts.hostname):
+        raise ValidationError(
+            f"download URL {url!r} uses plain http to a non-loopback host: refused; the link should be https, or "
+            "set allow_insecure_http=true on the connection if you really mean it",
+            field="download_url",
+        )
+    return url.strip()
+
+
 #: The shortest token accepted. Airflow's log masker skips secrets shorter than 5 characters (``[logging]
 #: min_length_masked_secret``), so a shorter token would show in task logs; no real token is this short.
 MIN_TOKEN_LENGTH = 8
@@ -212,6 +231,7 @@ class _BaseClient:
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         self._token = check_token(token)
+        self.allow_insecure_http = bool(allow_insecure_http)
         self._token_forms = token_forms(token)
         self._token_byte_forms = _byte_forms(self._token_forms)
         self.base_url = check_base_url(base_url, allow_insecure_http)
@@ -245,8 +265,20 @@ class _BaseClient:
             "verify": _ssl_verify(verify),
             "limits": httpx.Limits(max_connections=10, max_keepalive_connections=5),
         }
+        #: The plain client of links the service hands out (the SBOM download): no base URL, never the token, and
+        #: every redirect hop checked as the link itself (``check_download_url``).
+        self._download_options: dict[str, Any] = {
+            **{k: v for k, v in self._http_options.items() if k != "base_url"},
+            "headers": {"User-Agent": self._http_options["headers"]["User-Agent"]},
+            "follow_redirects": True,
+        }
         if transport is not None:
             self._http_options["transport"] = transport
+            self._download_options["transport"] = transport
+
+    def _check_hop(self, request: httpx.Request) -> None:
+        """Refuse a redirect of a download to plain http (the first URL is checked before the call)."""
+        check_download_url(str(request.url), self.allow_insecure_http)
 
     def __repr__(self) -> str:
         return (
@@ -281,9 +313,9 @@ class _BaseClient:
 
     # -- one attempt: its response read within limits, then -> result, retry, or error -------------------------
 
-    def _reader(self, endpoint: Endpoint[Any]) -> BodyReader:
+    def _reader(self, call: Call[Any]) -> BodyReader:
         """The body reader of one attempt, created just before sending: its total deadline starts now."""
-        return BodyReader(endpoint, self.total_timeout, self.max_response_bytes)
+        return BodyReader(call.endpoint, self.total_timeout, call.max_bytes or self.max_response_bytes)
 
     def _judge(self, call: Call[Any], outcome: Outcome, attempt: int, started: float) -> _Step:
         try:
@@ -781,16 +813,163 @@ class _Operations(_BaseClient):
         return self._call(call, post=lambda r: r.project)
 
     def remove_project_tags(self, project_name: str, tags: Iterable[str]) -> m.Project:
-        """Remove tags from a project (4.13); returns the project. The tags go as repeated ``tags`` query keys; with
-        ``tags_body="object"`` also as a ``{"tags": [...]}`` body."""
+        """Remove tags from a project (4.13); returns the project. The tags go as repeated ``tags`` query keys and
+        the DELETE has no body, whatever ``tags_body`` says (that shapes adding tags only)."""
         q = rq.validate(rq.Tags, "remove project tags", project_name=project_name, tags=list(tags))
-        call = Call(
-            ep.TAGS_REMOVE,
-            {"project_name": q.project_name},
-            params=[("tags", t) for t in q.tags],
-            json=q.remove_body(self.tags_body),
-        )
+        call = Call(ep.TAGS_REMOVE, {"project_name": q.project_name}, params=q.remove_params())
         return self._call(call, post=lambda r: r.project)
+
+    def get_project(self, project_name: str) -> m.Project:
+        """One project (``GET .../projects/{projectName}``, api-notes "Projects"); ``NotFoundError`` if none."""
+        q = rq.validate(rq.ProjectRef, "get project", project_name=project_name)
+        return self._call(Call(ep.PROJECT_GET, {"project_name": q.project_name}), post=lambda r: r.project)
+
+    def update_project(
+        self,
+        project_name: str,
+        *,
+        tags: Iterable[str] | None = None,
+        primary_branch: str | None = None,
+        diff_scan: bool | None = None,
+        full_scan: bool | None = None,
+    ) -> m.Project:
+        """Change a project (``PATCH .../projects/{projectName}``): its tags (replaced as a whole; ``[]`` clears
+        them), its primary branch and/or its managed diff and full scans; returns the project. A write: never sent
+        twice after an ambiguous failure (``AmbiguousWriteError``)."""
+        managed = {
+            name: {"enabled": value}
+            for name, value in (("diff_scan", diff_scan), ("full_scan", full_scan))
+            if value is not None
+        }
+        q = rq.validate(
+            rq.ProjectUpdate,
+            "update project",
+            project_name=project_name,
+            tags=None if tags is None else list(tags),
+            primary_branch=primary_branch,
+            managed_scan_config=managed or None,
+        )
+        call = Call(ep.PROJECT_UPDATE, {"project_name": q.project_name}, json=q.body())
+        return self._call(call, post=lambda r: r.project)
+
+    def delete_project(self, project_name: str) -> m.ProjectDeleted:
+        """Delete a project (``DELETE .../projects/{projectName}``); returns the name the service deleted. A write:
+        never sent twice after an ambiguous failure (a second DELETE would answer 404)."""
+        q = rq.validate(rq.ProjectRef, "delete project", project_name=project_name)
+        return self._call(Call(ep.PROJECT_DELETE, {"project_name": q.project_name}))
+
+    # -- lockfiles of a repository: mixed pagination ----------------------------------------------------------------
+
+    def _lockfiles_call(
+        self, repository_id: str | int, cursor: str | int | None, page_size: int | None
+    ) -> Call[m.LockfilesPage]:
+        q = rq.validate(
+            rq.LockfilesQuery,
+            "list lockfiles",
+            repository_id=repository_id,
+            cursor=cursor,
+            **({"pageSize": page_size} if page_size is not None else {}),
+        )
+        # the supply-chain endpoints need a JSON body: {} when nothing is set
+        return Call(ep.LOCKFILES, {"repository_id": q.repository_id}, json=q.body())
+
+    def list_lockfiles(
+        self, repository_id: str | int, *, cursor: str | int | None = None, page_size: int | None = None
+    ) -> m.LockfilesPage:
+        """One page of a repository's lockfiles (path and number of dependencies each)."""
+        return self._call(self._lockfiles_call(repository_id, cursor, page_size))
+
+    def iter_lockfile_pages(
+        self, repository_id: str | int, *, page_size: int | None = None, start_cursor: str | None = None
+    ) -> Iterator[m.LockfilesPage]:
+        """Pages of a repository's lockfiles, lazily, to ``hasMore: false`` (or an empty cursor or page)."""
+        return self._paginate(
+            CursorPager(lambda c: self._lockfiles_call(repository_id, c, page_size), start_cursor)
+        )
+
+    def iter_lockfiles(
+        self, repository_id: str | int, *, page_size: int | None = None, start_cursor: str | None = None
+    ) -> Iterator[m.Lockfile]:
+        """Every lockfile of a repository, lazily."""
+        return self._items(self.iter_lockfile_pages(repository_id, page_size=page_size, start_cursor=start_cursor))
+
+    # -- SBOM export: start, poll, download ------------------------------------------------------------------------
+
+    def start_sbom_export(
+        self,
+        repository_id: str | int,
+        *,
+        cyclonedx_version: str = "1.6",
+        ref: str | None = None,
+        metadata_component_type: str | None = None,
+        metadata_supplier: dict[str, Any] | None = None,
+    ) -> m.SbomExportTask:
+        """Start an SBOM export job of a repository (``POST .../sbom/export``); returns its ``taskToken``.
+
+        ``cyclonedx_version``: 1.4, 1.5, 1.6 or 1.7 (or the full ``SBOM_CYCLONE_DX_VERSION_V1_6``); ``ref``: the
+        branch (the primary one when left out); ``metadata_component_type``: ``application``, ``library``, ... (or
+        the full ``SBOM_METADATA_COMPONENT_TYPE_...`` value); ``metadata_supplier``: ``{name, url, contact: {name,
+        email, phone}}``. A write: never sent twice after an ambiguous failure.
+        """
+        q = rq.validate(
+            rq.SbomExportRequest,
+            "start SBOM export",
+            repositoryId=repository_id,
+            ref=ref,
+            formatVersion={"cyclonedxVersion": cyclonedx_version},
+            metadataComponentType=metadata_component_type,
+            metadataSupplier=metadata_supplier,
+        )
+        return self._call(Call(ep.SBOM_EXPORT, json=q.body()))
+
+    def get_sbom_export(self, task_token: str) -> m.SbomExportState:
+        """The state of an SBOM export job (``status``, and ``downloadUrl`` once completed). The service rate-limits
+        exports: poll with a growing interval, not in a tight loop."""
+        q = rq.validate(rq.SbomTaskRef, "get SBOM export", task_token=task_token)
+        return self._call(Call(ep.SBOM_EXPORT_STATUS, {"task_token": q.task_token}))
+
+    def download_sbom(self, download_url: str, *, max_bytes: int | None = None) -> m.SbomDocument:
+        """Fetch the CycloneDX document of a completed export from its ``downloadUrl``.
+
+        A plain HTTP GET that never sends the API token (the link may be on another host); https only, unless the
+        host is loopback or the connection allows insecure http (each redirect is checked the same way). The body
+        is capped at ``max_bytes`` (default: ``max_response_bytes``): beyond it ``ResponseTooLargeError``. A 4xx
+        (an expired link) is ``DownloadLinkError``; 5xx and connection failures are retried like any read.
+        """
+        url = check_download_url(download_url, self.allow_insecure_http)
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1):
+            raise ValidationError(
+                f"download SBOM: field 'max_bytes' = {max_bytes!r}: expected a positive number of bytes",
+                field="max_bytes",
+            )
+        call = Call(ep.SBOM_DOWNLOAD, {"url": url})
+        call.max_bytes = max_bytes
+        return self._call(call)
+
+    # -- ticket links ------------------------------------------------------------------------------------------------
+
+    def link_ticket(self, ticket_url: str, issue_ids: Iterable[int | str]) -> m.TicketLinkResult:
+        """Link an existing tracker ticket to findings (``POST .../tickets/link``); returns the ticket, the ids now
+        linked and those whose earlier link it replaced. A write: never sent twice after an ambiguous failure."""
+        q = rq.validate(rq.TicketLink, "link ticket", ticket_url=ticket_url, issue_ids=list(issue_ids))
+        return self._call(Call(ep.TICKET_LINK, json=q.body()))
+
+    def unlink_tickets(self, issue_ids: Iterable[int | str]) -> m.TicketUnlinkResult:
+        """Remove the ticket links of findings (``POST .../tickets/unlink``); returns the ids unlinked. A write."""
+        q = rq.validate(rq.TicketUnlink, "unlink tickets", issue_ids=list(issue_ids))
+        return self._call(Call(ep.TICKET_UNLINK, json=q.body()))
+
+    def delete_ticket_link(self, external_ticket_id: str | int) -> m.TicketLinkDeleted:
+        """Delete a ticket link (``DELETE .../ticketing/v2/tickets/{externalTicketId}``); returns the ids that were
+        linked to it. A write."""
+        q = rq.validate(rq.TicketRef, "delete ticket link", external_ticket_id=external_ticket_id)
+        return self._call(Call(ep.TICKET_LINK_DELETE, {"external_ticket_id": q.external_ticket_id}))
+
+    # -- liveness ----------------------------------------------------------------------------------------------------
+
+    def ping(self) -> m.PingResponse:
+        """``GET /api/v1/ping``: the service answers (``{}``); no deployment in the path."""
+        return self._call(Call(ep.PING))
 
 
 def _digits(name: str, value: str | int) -> str:
@@ -806,6 +985,7 @@ class FindingsClient(_Operations):
     def __init__(self, base_url: str, token: str, **kwargs: Any) -> None:
         super().__init__(base_url, token, **kwargs)
         self._http = httpx.Client(**self._http_options)
+        self._plain_http: httpx.Client | None = None
 
     def __enter__(self) -> FindingsClient:
         return self
@@ -815,6 +995,17 @@ class FindingsClient(_Operations):
 
     def close(self) -> None:
         self._http.close()
+        if self._plain_http is not None:
+            self._plain_http.close()
+            self._plain_http = None
+
+    def _http_for(self, endpoint: Endpoint[Any]) -> httpx.Client:
+        """The pooled API client, or (built on first use) the plain one that never sends the token."""
+        if endpoint.authenticated:
+            return self._http
+        if self._plain_http is None:
+            self._plain_http = httpx.Client(**self._download_options, event_hooks={"request": [self._check_hop]})
+        return self._plain_http
 
     def resolve_deployment(self) -> Deployment:
         """Fill in the deployment id or slug that is not configured, from the deployment list."""
@@ -832,18 +1023,19 @@ class FindingsClient(_Operations):
         args = self._request_args(call)
         started = time.monotonic()
         attempt = 0
+        http = self._http_for(call.endpoint)
         while True:
             attempt += 1
-            step = self._judge(call, self._attempt(call, self._http.build_request(**args)), attempt, started)
+            step = self._judge(call, self._attempt(http, call, http.build_request(**args)), attempt, started)
             if step.wait is None:
                 return post(step.result) if post else step.result
             time.sleep(step.wait)
 
-    def _attempt(self, call: Call[Any], request: httpx.Request) -> Outcome:
+    def _attempt(self, http: httpx.Client, call: Call[Any], request: httpx.Request) -> Outcome:
         """Send once and stream the body through the attempt's reader; any failure becomes the outcome's error."""
-        reader = self._reader(call.endpoint)
+        reader = self._reader(call)
         try:
-            response = self._http.send(request, stream=True)
+            response = http.send(request, stream=True)
             try:
                 reader.start(response)
                 for chunk in response.iter_bytes():
@@ -887,6 +1079,7 @@ class AsyncFindingsClient(_AsyncBase):
     def __init__(self, base_url: str, token: str, **kwargs: Any) -> None:
         super().__init__(base_url, token, **kwargs)
         self._http = httpx.AsyncClient(**self._http_options)
+        self._plain_http: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> AsyncFindingsClient:
         return self
@@ -896,6 +1089,22 @@ class AsyncFindingsClient(_AsyncBase):
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._plain_http is not None:
+            await self._plain_http.aclose()
+            self._plain_http = None
+
+    async def _acheck_hop(self, request: httpx.Request) -> None:
+        self._check_hop(request)
+
+    def _http_for(self, endpoint: Endpoint[Any]) -> httpx.AsyncClient:
+        """The pooled API client, or (built on first use) the plain one that never sends the token."""
+        if endpoint.authenticated:
+            return self._http
+        if self._plain_http is None:
+            self._plain_http = httpx.AsyncClient(
+                **self._download_options, event_hooks={"request": [self._acheck_hop]}
+            )
+        return self._plain_http
 
     async def resolve_deployment(self) -> Deployment:
         """Fill in the deployment id or slug that is not configured, from the deployment list."""
@@ -913,19 +1122,20 @@ class AsyncFindingsClient(_AsyncBase):
         args = self._request_args(call)
         started = time.monotonic()
         attempt = 0
+        http = self._http_for(call.endpoint)
         while True:
             attempt += 1
-            outcome = await self._attempt(call, self._http.build_request(**args))
+            outcome = await self._attempt(http, call, http.build_request(**args))
             step = self._judge(call, outcome, attempt, started)
             if step.wait is None:
                 return post(step.result) if post else step.result
             await asyncio.sleep(step.wait)
 
-    async def _attempt(self, call: Call[Any], request: httpx.Request) -> Outcome:
+    async def _attempt(self, http: httpx.AsyncClient, call: Call[Any], request: httpx.Request) -> Outcome:
         """Send once and stream the body through the attempt's reader; any failure becomes the outcome's error."""
-        reader = self._reader(call.endpoint)
+        reader = self._reader(call)
         try:
-            response = await self._http.send(request, stream=True)
+            response = await http.send(request, stream=True)
             try:
                 reader.start(response)
                 async for chunk in response.aiter_bytes():

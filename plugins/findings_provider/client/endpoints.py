@@ -19,6 +19,7 @@ from findings_provider.client import models as m
 from findings_provider.client.errors import (
     AuthenticationError,
     DeploymentNotFoundError,
+    DownloadLinkError,
     FindingsApiError,
     NotFoundError,
     PolicyApiRetiredError,
@@ -55,6 +56,13 @@ class Endpoint(Generic[R]):
     #: A 2xx body must be a JSON object with at least one of these keys (the documented response: a body of another
     #: shape, such as ``{"data": {...}}``, would validate as an empty result since every field has a default).
     result_keys: tuple[str, ...] = ()
+    #: For a write (``idempotent=False``): what to check before trying again when its outcome is unknown.
+    after_ambiguity: str = "re-read the findings' external_ticket before trying again"
+    #: False for a link the service hands out (the SBOM download): ``path`` is then ``{url}``, an absolute URL on
+    #: any host, fetched by a plain HTTP client that never sends the API token.
+    authenticated: bool = True
+    #: What to do when the response exceeds the size cap.
+    too_large_advice: str = "Raise the connection extra max_response_bytes, or ask for smaller pages"
 
 
 DEPLOYMENTS = Endpoint("deployments", "GET", API + "/deployments", "none", m.DeploymentsResponse)
@@ -99,6 +107,77 @@ TAGS_ADD = Endpoint("tags_add", "PUT", DEP_SLUG + "/projects/{project_name}/tags
 TAGS_REMOVE = Endpoint("tags_remove", "DELETE", DEP_SLUG + "/projects/{project_name}/tags", "slug", m.ProjectResponse)
 SECRETS = Endpoint("secrets", "GET", DEP_ID + "/secrets", "id", m.SecretsPage)
 
+# The operations of api-notes beyond the reference: one project, lockfiles, SBOM export, ticket links, liveness.
+PING = Endpoint("ping", "GET", API + "/ping", "none", m.PingResponse)
+PROJECT_GET = Endpoint("project_get", "GET", DEP_SLUG + "/projects/{project_name}", "slug", m.ProjectResponse)
+PROJECT_UPDATE = Endpoint(
+    "project_update",
+    "PATCH",
+    DEP_SLUG + "/projects/{project_name}",
+    "slug",
+    m.ProjectResponse,
+    idempotent=False,
+    result_keys=("project",),
+    after_ambiguity="read the project (get_project) to see whether the change was made before trying again",
+)
+PROJECT_DELETE = Endpoint(
+    "project_delete",
+    "DELETE",
+    DEP_SLUG + "/projects/{project_name}",
+    "slug",
+    m.ProjectDeleted,
+    idempotent=False,
+    result_keys=("project_name", "projectName"),
+    after_ambiguity="read the project (get_project raises NotFoundError once it is deleted) before trying again",
+)
+LOCKFILES = Endpoint(
+    "lockfiles", "POST", DEP_ID + "/dependencies/repositories/{repository_id}/lockfiles", "id", m.LockfilesPage
+)
+SBOM_EXPORT = Endpoint(
+    "sbom_export",
+    "POST",
+    DEP_ID + "/sbom/export",
+    "id",
+    m.SbomExportTask,
+    idempotent=False,
+    result_keys=("taskToken", "task_token"),
+    after_ambiguity="an export job may have started without its task token reaching us; starting another one "
+    "costs a second job against the service's export rate limit",
+)
+SBOM_EXPORT_STATUS = Endpoint(
+    "sbom_export_status", "GET", DEP_ID + "/sbom/export/{task_token}", "id", m.SbomExportState, result_keys=("status",)
+)
+SBOM_DOWNLOAD = Endpoint(
+    "sbom_download",
+    "GET",
+    "{url}",
+    "none",
+    m.SbomDocument,
+    result_keys=("bomFormat", "specVersion"),
+    authenticated=False,
+    too_large_advice="Pass a larger max_bytes to download_sbom (default: the connection extra max_response_bytes)",
+)
+TICKET_LINK = Endpoint(
+    "ticket_link",
+    "POST",
+    DEP_ID + "/tickets/link",
+    "id",
+    m.TicketLinkResult,
+    idempotent=False,
+    result_keys=("ticket_id", "ticketId"),
+)
+TICKET_UNLINK = Endpoint(
+    "ticket_unlink", "POST", DEP_ID + "/tickets/unlink", "id", m.TicketUnlinkResult, idempotent=False
+)
+TICKET_LINK_DELETE = Endpoint(
+    "ticket_link_delete",
+    "DELETE",
+    DEP_ID + "/ticketing/v2/tickets/{external_ticket_id}",
+    "id",
+    m.TicketLinkDeleted,
+    idempotent=False,
+)
+
 #: Every operation by name: the ``Endpoint`` constants above (each typed with its response model, for the client).
 ENDPOINTS: dict[str, Endpoint[Any]] = {e.name: e for e in list(globals().values()) if isinstance(e, Endpoint)}
 
@@ -109,7 +188,7 @@ class Call(Generic[T]):
     Generic in what its ``parse`` returns: the endpoint's response model, unless a ``parser`` is given.
     """
 
-    __slots__ = ("endpoint", "json", "params", "parser", "path_params")
+    __slots__ = ("endpoint", "json", "max_bytes", "params", "parser", "path_params")
 
     @overload
     def __init__(
@@ -146,6 +225,8 @@ class Call(Generic[T]):
         self.json = json
         #: Turns the 2xx body into the result; default: the endpoint's pydantic response model.
         self.parser = parser
+        #: The size cap of this call's response body; default: the client's ``max_response_bytes``.
+        self.max_bytes: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -154,7 +235,10 @@ class Call(Generic[T]):
         )
 
     def path(self, deployment_id: str | None, deployment_slug: str | None) -> str:
-        """The URL path with every segment percent-encoded (project names keep their slashes)."""
+        """The URL path with every segment percent-encoded (project names keep their slashes); for an
+        unauthenticated endpoint (a link the service handed out) the absolute URL as it was given."""
+        if not self.endpoint.authenticated:
+            return self.path_params["url"]
         values = {
             "deployment_id": quote(deployment_id or "", safe=""),
             "deployment_slug": quote(deployment_slug or "", safe=""),
@@ -273,6 +357,12 @@ def error_for_status(
 ) -> FindingsApiError:
     """Map a non-2xx response to the typed error that says what to do about it."""
     kw: dict[str, Any] = {"status_code": status, "endpoint": endpoint.name, "body_excerpt": excerpt(body)}
+    if not endpoint.authenticated and 400 <= status < 500 and status != 429:
+        return DownloadLinkError(
+            "the download link was refused: such links are short-lived; read the export status again for a fresh "
+            "downloadUrl (the API token is never sent to it, so this is not about the token)",
+            **kw,
+        )
     if status in (401, 403):
         return AuthenticationError(
             "authentication failed: check the API token, and that Web API access is enabled on it "

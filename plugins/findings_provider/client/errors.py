@@ -105,6 +105,11 @@ class DeploymentNotFoundError(NotFoundError, AuthenticationError):
     """404 on a deployment-scoped path: unknown deployment, or a token without Web API access."""
 
 
+class DownloadLinkError(FindingsApiError):
+    """A 4xx from a link the service handed out (the SBOM download): expired or refused. A fresh link from the
+    export status may work, so a task-level retry can help."""
+
+
 class PolicyApiRetiredError(FindingsApiError):
     """410 Gone on the policy endpoints: the deployment migrated to the newer policy system."""
 
@@ -139,9 +144,11 @@ class ResponseDecodeError(FindingsApiError):
 
 
 class AmbiguousWriteError(FindingsApiError):
-    """A non-idempotent write (ticket creation) failed in a way that may have taken effect on the server.
+    """A non-idempotent write (ticket creation, a ticket link, a project update or deletion, an SBOM export) failed
+    in a way that may have taken effect on the server.
 
-    It is never retried by the client. Re-read the findings' ``external_ticket`` before trying again.
+    It is never retried by the client. The message says what to re-read before trying again (for tickets: the
+    findings' ``external_ticket``).
     """
 
 

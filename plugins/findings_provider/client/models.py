@@ -14,7 +14,7 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 from findings_provider.client import canonical
 from findings_provider.client.dependency_identity import canonical_transitivity, dependency_key, licence_list
 from findings_provider.client.timeutil import parse_timestamp
-from findings_provider.client.vocabulary import ScanStatus
+from findings_provider.client.vocabulary import SbomExportStatus, ScanStatus
 
 #: A timestamp in any shape the service sends, parsed to aware UTC (None stays None).
 Timestamp = Annotated[datetime | None, BeforeValidator(parse_timestamp)]
@@ -53,6 +53,24 @@ def _not_bool(value: Any) -> Any:
 
 #: An integer field: lax about ``"12"`` and ``12.0`` (the same value) but never reading a boolean as 0 or 1.
 Int = Annotated[int, BeforeValidator(_not_bool)]
+
+
+def _none_as_empty(value: Any) -> Any:
+    """``null`` where a list is documented means an empty list."""
+    return [] if value is None else value
+
+
+#: A list of integer ids: numbers or digit strings, ``null`` read as empty.
+IntList = Annotated[list[Int], BeforeValidator(_none_as_empty)]
+
+
+def _empty_as_none(value: Any) -> Any:
+    """``""`` (proto-JSON's unset string) where a text is optional means unset."""
+    return None if value == "" else value
+
+
+#: An optional text whose empty value means unset.
+OptionalText = Annotated[str | None, BeforeValidator(_empty_as_none)]
 
 
 def text_of(value: Any) -> str | None:
@@ -625,10 +643,20 @@ class ManagedScanConfig(ApiModel):
     full_scan: ScanToggle | None = None
 
 
+def _tag_list(value: Any) -> Any:
+    """Project ``tags``: a list (clients, the reference), or one string (the published schema: read as
+    comma-separated), or ``null`` (none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [tag.strip() for tag in value.split(",") if tag.strip()]
+    return value
+
+
 class Project(ApiModel):
     id: Int | None = None
     name: str
-    tags: list[str] = Field(default_factory=list)
+    tags: Annotated[list[str], BeforeValidator(_tag_list)] = Field(default_factory=list)
     created_at: Timestamp = None
     default_branch: str | None = None
     primary_branch: str | None = None
@@ -647,3 +675,104 @@ class ProjectsPage(ApiModel):
     @property
     def items(self) -> list[Project]:
         return self.projects
+
+
+class ProjectDeleted(ApiModel):
+    """The answer of deleting a project: the name of the project deleted."""
+
+    project_name: str | None = _either("project_name", "projectName")
+
+
+# --- lockfiles of a repository --------------------------------------------------------------------------------
+
+
+class Lockfile(ApiModel):
+    lockfilePath: str | None = _either("lockfilePath", "lockfile_path")
+    numDependencies: Int | None = _either("numDependencies", "num_dependencies")
+
+
+class LockfilesPage(ApiModel):
+    """A page of a repository's lockfiles (mixed pagination: ``hasMore`` and ``cursor``), either key style."""
+
+    lockfileSummaries: Annotated[list[Lockfile], BeforeValidator(_none_as_empty)] = Field(
+        default_factory=list, validation_alias=AliasChoices("lockfileSummaries", "lockfile_summaries")
+    )
+    hasMore: bool | None = _either("hasMore", "has_more")
+    cursor: Annotated[IdStr | None, BeforeValidator(_empty_as_none)] = None
+
+    @property
+    def items(self) -> list[Lockfile]:
+        return self.lockfileSummaries
+
+
+# --- SBOM export ----------------------------------------------------------------------------------------------
+
+
+class SbomExportTask(ApiModel):
+    """The answer of starting an SBOM export: the token to poll it with."""
+
+    taskToken: str | None = _either("taskToken", "task_token")
+
+
+class SbomExportState(ApiModel):
+    """The state of an SBOM export job. ``downloadUrl`` is set once it completed (a short-lived link, fetched
+    without the API token: ``download_sbom``); ``errorMessage`` when it failed."""
+
+    status: str | None = None
+    downloadUrl: OptionalText = _either("downloadUrl", "download_url")
+    errorMessage: OptionalText = _either("errorMessage", "error_message")
+
+    @property
+    def export_status(self) -> SbomExportStatus:
+        """The status as an enum (either dialect's spelling); an unknown value raises
+        ``UnknownSbomExportStatusError`` naming it."""
+        return SbomExportStatus.parse(self.status or "")
+
+
+class SbomDocument(ApiModel):
+    """A CycloneDX JSON document (the downloaded SBOM); every other key of the document is kept."""
+
+    bomFormat: str | None = None
+    specVersion: str | None = None
+    serialNumber: str | None = None
+    version: Int | None = None
+    metadata: dict[str, Any] | None = None
+    components: Annotated[list[dict[str, Any]], BeforeValidator(_none_as_empty)] = Field(default_factory=list)
+    dependencies: Annotated[list[dict[str, Any]], BeforeValidator(_none_as_empty)] = Field(default_factory=list)
+
+
+# --- ticket links ---------------------------------------------------------------------------------------------
+
+
+class TicketLinkResult(ApiModel):
+    """The answer of linking a ticket: the ticket, the findings now linked to it and those whose earlier link it
+    replaced. Snake_case (the service) or camelCase keys; ids as numbers or digit strings."""
+
+    ticket_id: Int | None = _either("ticket_id", "ticketId")
+    ticket_url: str | None = _either("ticket_url", "ticketUrl")
+    external_slug: str | None = _either("external_slug", "externalSlug")
+    linked_issue_ids: IntList = Field(
+        default_factory=list, validation_alias=AliasChoices("linked_issue_ids", "linkedIssueIds")
+    )
+    replaced_issue_ids: IntList = Field(
+        default_factory=list, validation_alias=AliasChoices("replaced_issue_ids", "replacedIssueIds")
+    )
+
+
+class TicketUnlinkResult(ApiModel):
+    unlinked_issue_ids: IntList = Field(
+        default_factory=list, validation_alias=AliasChoices("unlinked_issue_ids", "unlinkedIssueIds")
+    )
+
+
+class TicketLinkDeleted(ApiModel):
+    """The answer of deleting a ticket link: the findings that were linked to it."""
+
+    issueIds: IntList = Field(default_factory=list, validation_alias=AliasChoices("issueIds", "issue_ids"))
+
+
+# --- liveness -------------------------------------------------------------------------------------------------
+
+
+class PingResponse(ApiModel):
+    """The answer of ``GET /api/v1/ping``: ``{}`` (any field the service adds is kept)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import pydantic
 from pydantic import (
@@ -39,13 +40,16 @@ from findings_provider.client.limits import (
 from findings_provider.client.timeutil import to_epoch_seconds, to_iso
 from findings_provider.client.vocabulary import (
     CODE_TYPES,
+    SBOM_METADATA_COMPONENT_TYPE_PREFIX,
     AutotriageVerdict,
     Confidence,
+    CycloneDxVersion,
     Exposure,
     FindingStatus,
     IssueType,
     PolicyMode,
     Product,
+    SbomFormat,
     ScanStatus,
     Severity,
     Transitivity,
@@ -68,6 +72,50 @@ def _project_name(value: str) -> str:
 
 
 ProjectName = Annotated[str, StringConstraints(min_length=1), AfterValidator(_project_name)]
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a blank value is not allowed: give a non-blank value, or leave it out")
+    return value
+
+
+#: A string that must hold more than whitespace.
+NonBlankStr = Annotated[str, AfterValidator(_not_blank)]
+
+
+def _path_segment(value: str) -> str:
+    # one URL path segment: it is percent-encoded, but "." and ".." would still be resolved by the URL parser
+    if not value.strip() or value in (".", ".."):
+        raise ValueError("expected an id (one path segment): blank, '.' and '..' are refused")
+    return value
+
+
+def _id_text(value: Any) -> Any:
+    """An id given as an integer becomes its digits (a boolean stays, to be refused)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: One id in a URL path: an integer or a non-blank string that is not "." or "..".
+PathSegment = Annotated[str, BeforeValidator(_id_text), AfterValidator(_path_segment)]
+
+
+def _ids_as_strings(value: Any) -> Any:
+    """Issue ids given as integers become digit strings (what ticket requests send)."""
+    if isinstance(value, (list, tuple, set)):
+        return [_id_text(v) for v in value]
+    return value
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an absolute http(s) URL with a host, e.g. https://host.example.com/path")
+    return value
+
+
+#: An absolute http(s) URL.
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
 UInt32 = Annotated[int, Field(ge=0, le=UINT32_MAX)]
 
 
@@ -123,6 +171,10 @@ class RequestModel(BaseModel):
 
 # --- findings listing (4.8) -----------------------------------------------------------------------------------
 
+#: The ``ref`` of the findings list that means each project's primary branch (accepted by the service; to match the
+#: web UI's counts name the project's ``primary_branch`` with ``dedup=True``, api-notes "Deduplication").
+DEFAULT_REF = "_default"
+
 SAST_ONLY_FILTERS = ("policies", "rules", "categories", "confidence", "autotriage_verdict")
 SCA_ONLY_FILTERS = ("exposures", "transitivities", "is_malicious")
 
@@ -141,7 +193,9 @@ class FindingsQuery(RequestModel):
     status: FindingStatus | None = None
     triage_reasons: list[TriageReason] | None = None
     severities: list[Severity] | None = None
-    ref: str | None = None
+    #: A branch reference, or ``DEFAULT_REF`` (``_default``: the project's primary branch, as production clients send
+    #: it with ``dedup=true``).
+    ref: NonBlankStr | None = None
     policies: list[Literal["rule-board-audit", "rule-board-pr-comments", "rule-board-block"]] | None = None
     rules: list[NonEmptyStr] | None = None
     categories: list[NonEmptyStr] | None = None
@@ -335,9 +389,7 @@ class TicketRequest(Selection):
     @field_validator("issue_ids", mode="before")
     @classmethod
     def _ids_as_strings(cls, value: Any) -> Any:
-        if isinstance(value, (list, tuple, set)):
-            return [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
-        return value
+        return _ids_as_strings(value)
 
     def body_with_tracker_field(self, tracker_field: str) -> dict[str, Any]:
         """The body, with the tracker project under the field name the deployment's tracker uses."""
@@ -480,10 +532,10 @@ class Tags(RequestModel):
         """The body of add-tags: a bare array (reference) or ``{"tags": [...]}`` (real service)."""
         return {"tags": list(self.tags)} if form == "object" else list(self.tags)
 
-    def remove_body(self, form: str) -> dict[str, list[str]] | None:
-        """The body of remove-tags: none (reference: query keys only), or ``{"tags": [...]}`` besides the query
-        keys (the real service documents the query keys; one of its clients sends this body)."""
-        return {"tags": list(self.tags)} if form == "object" else None
+    def remove_params(self) -> list[tuple[str, str]]:
+        """The query of remove-tags: ``tags`` as repeated keys. Never a body, whatever the tags-body form: a DELETE
+        body is not part of the API (reference 4.13, api-notes), and proxies may drop or refuse it."""
+        return [("tags", tag) for tag in self.tags]
 
 
 class ProjectsQuery(RequestModel):
@@ -494,3 +546,155 @@ class ProjectsQuery(RequestModel):
 class SecretsQuery(RequestModel):
     cursor: str | None = None
     limit: int = SECRETS_LIMIT.field()
+
+
+# --- one project: get, update, delete (api-notes, "Projects") ------------------------------------------------
+
+
+class ProjectRef(RequestModel):
+    """The project named in ``.../projects/{projectName}``."""
+
+    project_name: ProjectName
+
+
+class ManagedScanConfigBody(RequestModel):
+    diff_scan: Toggle | None = None
+    full_scan: Toggle | None = None
+
+
+class ProjectUpdate(RequestModel):
+    """Body of ``PATCH .../projects/{projectName}``: ``{tags?, primary_branch?, managed_scan_config?}``.
+
+    At least one field is needed. ``tags`` replaces the project's tags (an empty list clears them); use
+    ``add_project_tags``/``remove_project_tags`` to change some of them.
+    """
+
+    project_name: ProjectName
+    tags: list[NonBlankStr] | None = None
+    primary_branch: NonBlankStr | None = None
+    managed_scan_config: ManagedScanConfigBody | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> ProjectUpdate:
+        if self.tags is None and self.primary_branch is None and self.managed_scan_config is None:
+            raise ValueError("give tags, primary_branch, diff_scan or full_scan (at least one); nothing to change")
+        config = self.managed_scan_config
+        if config is not None and config.diff_scan is None and config.full_scan is None:
+            raise ValueError("managed_scan_config needs diff_scan or full_scan (or both)")
+        return self
+
+    def _not_sent(self) -> set[str]:
+        return {"project_name"}
+
+
+# --- lockfiles of a repository (api-notes, "Repositories with dependencies / lockfiles") -----------------------
+
+
+class LockfilesQuery(RequestModel):
+    """Body of ``POST .../dependencies/repositories/{repositoryId}/lockfiles``: ``{pageSize, cursor}`` (mixed
+    pagination, reference 4.14). No page size limits are documented: at least 1, sent only when given."""
+
+    repository_id: Annotated[str, BeforeValidator(_id_text), StringConstraints(pattern=r"^[0-9]+$")]
+    cursor: str | int | None = None
+    pageSize: Annotated[int, Field(ge=1, le=UINT32_MAX)] | None = None
+
+    @field_validator("cursor")
+    @classmethod
+    def _cursor(cls, value: str | int | None) -> str | int | None:
+        if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            raise ValueError("a cursor is the value of the previous page's cursor (a number or a string)")
+        # a numeric cursor is sent as a number, as the repositories list of the same family takes it
+        return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+
+    def _not_sent(self) -> set[str]:
+        return {"repository_id"}
+
+
+# --- SBOM export (api-notes, "SBOM export and liveness") -------------------------------------------------------
+
+
+def _cyclonedx_version(value: Any) -> Any:
+    """``1.5``, ``v1.5``, ``V1_5`` or the full ``SBOM_CYCLONE_DX_VERSION_V1_5`` -> the full value."""
+    if isinstance(value, str):
+        short = value.strip().upper().removeprefix("SBOM_CYCLONE_DX_VERSION_").removeprefix("V").replace(".", "_")
+        full = f"SBOM_CYCLONE_DX_VERSION_V{short}"
+        if full in {v.value for v in CycloneDxVersion}:
+            return full
+    return value
+
+
+class SbomFormatVersion(RequestModel):
+    format: SbomFormat = SbomFormat.CYCLONEDX
+    cyclonedxVersion: Annotated[CycloneDxVersion, BeforeValidator(_cyclonedx_version)]
+
+
+def _component_type(value: Any) -> Any:
+    """``application`` or the full ``SBOM_METADATA_COMPONENT_TYPE_CYCLONE_DX_V15_APPLICATION`` -> the full value;
+    anything not of that shape is refused (the notes list two values and say more exist)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("expected a component type such as 'application' or 'library'")
+    text = value.strip().upper()
+    full = text if text.startswith(SBOM_METADATA_COMPONENT_TYPE_PREFIX) else SBOM_METADATA_COMPONENT_TYPE_PREFIX + text
+    if not re.fullmatch(re.escape(SBOM_METADATA_COMPONENT_TYPE_PREFIX) + r"[A-Z][A-Z0-9_]*", full):
+        raise ValueError(
+            f"expected a component type such as 'application' or 'library' (sent as "
+            f"{SBOM_METADATA_COMPONENT_TYPE_PREFIX}APPLICATION, ...)"
+        )
+    return full
+
+
+class SbomContact(RequestModel):
+    name: NonBlankStr | None = None
+    email: NonBlankStr | None = None
+    phone: NonBlankStr | None = None
+
+
+class SbomSupplier(RequestModel):
+    name: NonBlankStr | None = None
+    url: HttpUrl | None = None
+    contact: SbomContact | None = None
+
+
+class SbomExportRequest(RequestModel):
+    """Body of ``POST .../sbom/export`` (camelCase): the repository, the branch (the primary one when left out), the
+    CycloneDX version, and optionally the metadata component type and supplier."""
+
+    repositoryId: Annotated[str, BeforeValidator(_id_text), StringConstraints(pattern=r"^[0-9]+$")]
+    ref: NonBlankStr | None = None
+    formatVersion: SbomFormatVersion
+    metadataComponentType: Annotated[str | None, BeforeValidator(_component_type)] = None
+    metadataSupplier: SbomSupplier | None = None
+
+
+# --- ticket links (api-notes, "Tickets and triage") --------------------------------------------------------------
+
+#: Issue ids of the ticket-link operations: at least one, each a numeric id (sent as digit strings, which a
+#: proto-JSON server reads as a string or as an int64 field alike).
+IssueIds = Annotated[list[Digits], BeforeValidator(_ids_as_strings), Field(min_length=1)]
+
+
+class TicketLink(RequestModel):
+    """Body of ``POST .../tickets/link``: link an existing tracker ticket to findings."""
+
+    ticket_url: HttpUrl
+    issue_ids: IssueIds
+
+
+class TicketUnlink(RequestModel):
+    """Body of ``POST .../tickets/unlink``: remove the findings' ticket links."""
+
+    issue_ids: IssueIds
+
+
+class TicketRef(RequestModel):
+    """The ticket named in ``DELETE .../ticketing/v2/tickets/{externalTicketId}``."""
+
+    external_ticket_id: PathSegment
+
+
+class SbomTaskRef(RequestModel):
+    """The export job named in ``GET .../sbom/export/{taskToken}``."""
+
+    task_token: PathSegment

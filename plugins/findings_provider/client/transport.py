@@ -1,9 +1,9 @@
 """One attempt's response, read within limits, and the retry policy: shared by the sync and the async client.
 
 Retried: connection errors, timeouts, broken responses, 429 and 5xx, with exponential backoff and full jitter,
-``Retry-After`` honoured, bounded in attempts and in total time. A non-idempotent call (ticket creation) is retried
-only when the server certainly did not act on it (429, or a connection that never opened); any other failure
-becomes ``AmbiguousWriteError``.
+``Retry-After`` honoured, bounded in attempts and in total time. A non-idempotent call (a write: ticket creation,
+ticket links, a project update or deletion, an SBOM export) is retried only when the server certainly did not act on
+it (429, or a connection that never opened); any other failure becomes ``AmbiguousWriteError``.
 
 Each attempt's body is streamed through a ``BodyReader``: besides httpx's per-read timeout, the whole attempt has a
 total deadline (a server dripping bytes cannot hold a task forever) and the body a size cap.
@@ -152,8 +152,7 @@ class BodyReader:
     def _too_large(self, status: int | None) -> ResponseTooLargeError:
         return ResponseTooLargeError(
             f"{self._endpoint.method} {self._endpoint.name}: the response exceeds the size cap of "
-            f"{self._max_bytes} bytes; not read further. Raise the connection extra max_response_bytes, or ask "
-            "for smaller pages",
+            f"{self._max_bytes} bytes; not read further. {self._endpoint.too_large_advice}",
             status_code=status,
             endpoint=self._endpoint.name,
         )
@@ -197,7 +196,7 @@ def ambiguous_write_error(
     """A non-idempotent write whose outcome is unknown: the server may have acted before ``what`` happened."""
     return AmbiguousWriteError(
         f"{endpoint.method} {endpoint.name} {what}; the server may have acted on it. "
-        "Not retried: re-read the findings' external_ticket before trying again",
+        f"Not retried: {endpoint.after_ambiguity}",
         status_code=status_code,
         endpoint=endpoint.name,
         body_excerpt=excerpt(body),

@@ -182,3 +182,63 @@ SEVERITY_ORDER: tuple[str, ...] = tuple(s.value for s in reversed(Severity))
 
 #: The issue types the findings list endpoint serves: every one but ``secrets``, which has its own endpoint.
 CODE_TYPES: tuple[str, ...] = tuple(t.value for t in IssueType if t is not IssueType.SECRETS)
+
+
+# --- SBOM export (api-notes, "SBOM export and liveness") ----------------------------------------------------------
+
+
+class SbomFormat(StrEnum):
+    """``formatVersion.format`` of an SBOM export: CycloneDX is the only format the service offers."""
+
+    CYCLONEDX = "SBOM_FORMAT_CYCLONEDX"
+
+
+class CycloneDxVersion(StrEnum):
+    """``formatVersion.cyclonedxVersion`` of an SBOM export."""
+
+    V1_4 = "SBOM_CYCLONE_DX_VERSION_V1_4"
+    V1_5 = "SBOM_CYCLONE_DX_VERSION_V1_5"
+    V1_6 = "SBOM_CYCLONE_DX_VERSION_V1_6"
+    V1_7 = "SBOM_CYCLONE_DX_VERSION_V1_7"
+
+
+#: The prefix of every ``metadataComponentType`` value of an SBOM export (``..._APPLICATION``, ``..._LIBRARY``, ...:
+#: the notes list two and say more exist, so the value is checked by its shape, not against a closed list).
+SBOM_METADATA_COMPONENT_TYPE_PREFIX = "SBOM_METADATA_COMPONENT_TYPE_CYCLONE_DX_V15_"
+
+
+class SbomExportStatus(StrEnum):
+    """The status of an SBOM export job."""
+
+    IN_PROGRESS = "SBOM_EXPORT_STATUS_IN_PROGRESS"
+    COMPLETED = "SBOM_EXPORT_STATUS_COMPLETED"
+    FAILED = "SBOM_EXPORT_STATUS_FAILED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when the job will not change any more."""
+        return self is not SbomExportStatus.IN_PROGRESS
+
+    @classmethod
+    def parse(cls, value: str) -> SbomExportStatus:
+        """Map a status in either dialect (``SBOM_EXPORT_STATUS_COMPLETED``, ``completed``, ``COMPLETED``); an
+        unknown value raises ``UnknownSbomExportStatusError`` naming it (never a silent success)."""
+        text = value.strip().upper() if isinstance(value, str) else ""
+        for candidate in (text, "SBOM_EXPORT_STATUS_" + text):
+            try:
+                return cls(candidate)
+            except ValueError:
+                continue
+        raise UnknownSbomExportStatusError(value)
+
+
+class UnknownSbomExportStatusError(ValueError):
+    """The service reported an SBOM export status this client does not know."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        known = ", ".join(s.value for s in SbomExportStatus)
+        super().__init__(f"unknown SBOM export status {value!r}; known statuses: {known}")
+
+    def __reduce__(self) -> tuple[type[UnknownSbomExportStatusError], tuple[object]]:
+        return (type(self), (self.value,))

@@ -10,9 +10,12 @@ from airflow.sdk import BaseHook
 
 from findings_provider.client import (
     AsyncFindingsClient,
+    AuthenticationError,
+    DeploymentNotFoundError,
     FindingsApiError,
     FindingsClient,
     NotFoundError,
+    TransportError,
     check_token,
 )
 from findings_provider.client.requests import TAGS_BODY_FORMS
@@ -80,8 +83,8 @@ class FindingsApiHook(BaseHook):
         - ``max_retries`` (default 4), ``verify`` (true, false or a CA bundle path), ``allow_insecure_http``,
           ``tracker_project_field``;
         - ``tags_body``: ``array`` (default; add project tags sends a bare JSON array, as the reference says) or
-          ``object`` (``{"tags": [...]}``, as the real service takes it; remove project tags then sends that body
-          besides the ``tags`` query keys).
+          ``object`` (``{"tags": [...]}``, as the real service takes it). Removing tags always sends them as
+          repeated ``tags`` query keys, never a body.
     """
 
     conn_name_attr = "findings_conn_id"
@@ -127,26 +130,60 @@ class FindingsApiHook(BaseHook):
             del self.__dict__["client"]
 
     def test_connection(self) -> tuple[bool, str]:
-        """One cheap authenticated call: list deployments and resolve the configured one.
+        """Ping the service, then make one deployment-scoped read that proves the token's deployment.
 
-        The deployments list is not in the API reference. When both the id and the slug are configured and that
-        route is not found, a one-item scan search (a documented, deployment-scoped call) proves the token and
-        the deployment id instead.
+        1. ``GET /api/v1/ping``: the base URL answers as the findings API.
+        2. One project of the deployment (``GET .../{deploymentSlug}/projects``, one item): the slug is right and
+           the token has Web API access to it (the service answers 404 for either failure). A slug that is not
+           configured is resolved from the deployment list first; with only a deployment id configured, the read is
+           a one-item scan search (``POST .../{deploymentId}/scans/search``) instead.
+
+        Each failure gets its own message: unreachable, the token refused (401/403), the deployment not found or the
+        token without Web API access (404), no findings API at the base URL (404 on ping).
         """
         try:
             client = self.client
-            try:
-                deployment = client.resolve_deployment()
-                reached = f"deployment {deployment.slug!r} (id {deployment.id})"
-            except NotFoundError:
-                if not (client.deployment_id and client.deployment_slug):
-                    raise
-                client.search_scans(limit=1)
-                reached = f"deployment id {client.deployment_id} (slug {client.deployment_slug!r} not checked)"
+        except (FindingsApiError, ValueError) as exc:
+            return False, f"Connection failed: {exc}"
+        try:
+            return True, self._check(client)
+        except TransportError as exc:
+            return False, f"Connection failed: cannot reach {client.base_url} (unreachable or too slow): {exc}"
+        except DeploymentNotFoundError as exc:
+            which = (f"deployment {client.deployment_slug!r}" if client.deployment_slug
+                     else f"deployment id {client.deployment_id}")
+            return False, (
+                f"Connection failed: {which} not found, or the API token lacks Web API access (the service answers "
+                "404 for both): check the connection's deployment slug and id, and enable Web API access on the "
+                f"token (deployment settings > Tokens). {exc}"
+            )
+        except AuthenticationError as exc:
+            return False, (
+                f"Connection failed: the API token was refused (HTTP {exc.status_code}): it is invalid or revoked; "
+                f"paste a valid token into the connection's password field. {exc}"
+            )
+        except NotFoundError as exc:
+            if exc.endpoint == "ping":
+                return False, (
+                    f"Connection failed: no findings API at {client.base_url}: GET /api/v1/ping answered 404; check "
+                    f"the base URL (host and any path prefix). {exc}"
+                )
+            return False, f"Connection failed: {exc}"
         except (FindingsApiError, ValueError) as exc:
             return False, f"Connection failed: {exc}"
         finally:
             self.close()
-        return True, f"Connected to {client.base_url}: {reached} reachable with Web API access"
 
-
+    @staticmethod
+    def _check(client: FindingsClient) -> str:
+        """The two calls of ``test_connection``; the success message."""
+        client.ping()
+        if client.deployment_slug or not client.deployment_id:
+            client.list_projects(page_size=1)  # resolves a missing slug from the deployment list first
+            reached = f"deployment {client.deployment_slug!r}"
+            if client.deployment_id:
+                reached += f" (id {client.deployment_id}, used by the id-scoped operations, not checked by this test)"
+        else:
+            client.search_scans(limit=1)
+            reached = f"deployment id {client.deployment_id}"
+        return f"Connected to {client.base_url}: the service answers and {reached} is reachable with Web API access"
