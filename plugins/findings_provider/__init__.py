@@ -64,7 +64,8 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "tags_body": {
         "label": "Project tags body",
         "description": "How adding project tags sends them: array (default, a bare JSON array as the reference "
-        'says) or object ({"tags": [...]}, as the real service takes it; removing tags then also sends that body).',
+        'says) or object ({"tags": [...]}, as the real service takes it). Removing tags always sends them as '
+        "repeated query keys.",
         "schema": {"type": ["string", "null"], "enum": ["array", "object", None], "default": "array"},
     },
 }

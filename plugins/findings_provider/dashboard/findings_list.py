@@ -19,7 +19,7 @@ from sqlalchemy import and_, func, select
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
 from findings_provider.dashboard.memo import Memo
-from findings_provider.pipeline.tickets import ticket_in_data
+from findings_provider.pipeline.ticket_outcomes import ticket_in_data
 from findings_provider.programme import FindingFilter
 from findings_provider.text import csv_cell, http_url
 from findings_provider.warehouse import Warehouse

@@ -26,7 +26,6 @@ from findings_provider.pipeline.ticket_outcomes import (
     ticket_in_raw,
     unseen_ticket_suspects,
 )
-from findings_provider.pipeline.ticket_outcomes import ticket_in_data as ticket_in_data  # the dashboard's import
 from findings_provider.pipeline.ticket_plan import (
     TicketBatch,
     TicketPlan,
