@@ -2,7 +2,8 @@
 
 One emulator seed served as the reference describes it and as the real service speaks (`--dialect real`); the
 product's pipeline runs against each into its own SQLite warehouse; every canonical column must be equal (only
-``raw`` differs, and the columns the real service does not send for secrets).
+``raw`` differs, and the columns the real service does not send for secrets). In each, the copies the warehouse
+counts (a finding on several branches once) are the findings the service lists with ``dedup=true``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import pytest
 from dialect_compare import canonical_differences, finding_rows_of
 from findings_provider.config import load_pipeline_config
 from findings_provider.pipeline import extraction, tickets, triage
+from findings_provider.warehouse.branches import is_counted
+from findings_provider.warehouse.schema import findings
 from fixtures import client_of, make_warehouse, running_emulator
+from sqlalchemy import select
 
 pytestmark = pytest.mark.integration
 CONFIG = load_pipeline_config()
@@ -20,6 +24,14 @@ def run_pipeline(dialect: str, path) -> dict:
     with running_emulator(findings=600, dialect=dialect) as emu, client_of(emu) as client:
         warehouse = make_warehouse(path)
         extraction.run_extraction(client, warehouse, ["sast", "sca", "secrets"], full_refresh=True)
+        # the copies the warehouse counts are the findings the service lists with dedup=true (its web UI's count)
+        service = {(t, f.id) for t in ("sast", "sca") for f in client.iter_findings(t, dedup=True)}
+        every = {(t, f.id) for t in ("sast", "sca") for f in client.iter_findings(t)}
+        with warehouse.engine.connect() as conn:
+            counted = {(t, int(i)) for t, i in conn.execute(
+                select(findings.c.issue_type, findings.c.id).where(findings.c.issue_type != "secrets", is_counted()))}
+        assert counted == service
+        assert len(service) < len(every)  # the data has findings on several branches
         policies = CONFIG.autotriage_triage.policies
         ids = triage.record_plan(warehouse, triage.plan_triage(warehouse, policies), dry_run=False, dag_id="d",
                                  run_id="both")
