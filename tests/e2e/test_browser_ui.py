@@ -180,8 +180,11 @@ def test_asset_chain_dags_show_success_in_the_grid(browser_page: Any, e2e_stack:
 
 #: The dashboard's pages (``view`` values), each visited in light and dark mode.
 DASHBOARD_VIEWS = ("", "findings", "repositories", "scans", "activity", "policies", "inventory", "reports")
-OPEN_CRITICAL_SQL = ("SELECT count(*) FROM findings WHERE severity = 'critical' "
-                     "AND status IN ('open', 'reviewing', 'fixing')")
+#: Open critical findings, a finding found on several branches once (docs/dashboard.md), and every copy.
+OPEN_CRITICAL_EVERY_COPY_SQL = ("SELECT count(*) FROM findings WHERE severity = 'critical' "
+                                "AND status IN ('open', 'reviewing', 'fixing')")
+OPEN_CRITICAL_SQL = OPEN_CRITICAL_EVERY_COPY_SQL + " AND counted IS NOT false"
+COUNTED_IDS_SQL = "SELECT issue_type, id FROM findings WHERE issue_type IN ('sast', 'sca') AND counted IS NOT false"
 
 
 def set_colour_mode(page: Any, mode: str) -> None:
@@ -197,17 +200,26 @@ def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_s
     total of the findings list it links to, a finding's link to the service opens from inside Airflow, the dry
     policy_tuning run is labelled, and without Airflow's login the data API answers 401."""
     import httpx
+    from findings_provider.client import FindingsClient
     from playwright.sync_api import expect
 
-    from .helpers import scalar, warehouse_engine
+    from .helpers import rows, scalar, warehouse_engine
 
     page = browser_page
     engine = warehouse_engine(e2e_stack)
     try:
         critical = scalar(engine, OPEN_CRITICAL_SQL)
+        every_copy = scalar(engine, OPEN_CRITICAL_EVERY_COPY_SQL)
+        counted = {(r["issue_type"], int(r["id"])) for r in rows(engine, COUNTED_IDS_SQL)}
     finally:
         engine.dispose()
-    assert critical > 0
+    assert 0 < critical < every_copy  # the emulator's findings are found on several branches
+    # the copies counted are those the service itself lists with dedup=true (its web UI's count)
+    emulator = e2e_stack.emulator
+    assert emulator is not None
+    with FindingsClient(emulator.url, emulator.token, deployment_slug=emulator.deployment_slug,
+                        deployment_id=emulator.deployment_id) as client:
+        assert counted == {(t, f.id) for t in ("sast", "sca") for f in client.iter_findings(t, dedup=True)}
 
     page.goto(f"{e2e_stack.ui_url}/plugin/findings")  # the "Findings" entry of the Browse menu
     app = page.locator("[data-testid=findings-dashboard]")
@@ -229,6 +241,13 @@ def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_s
     page.goto(f"{e2e_stack.ui_url}/plugin/findings")
     open_row = app.locator("tr", has_text=re.compile(r"^Open"))
     critical_cell = open_row.locator("td").nth(2)
+    expect(critical_cell).to_have_text(f"{critical:,}", timeout=TIMEOUT_MS)
+    expect(app.get_by_test_id("branch-view")).to_contain_text("as the service counts them")
+    app.get_by_test_id("branch-view").get_by_role("button").click()  # every branch's copy
+    page.wait_for_url(re.compile(r"branches=all"), timeout=TIMEOUT_MS)
+    expect(critical_cell).to_have_text(f"{every_copy:,}", timeout=TIMEOUT_MS)
+    page.screenshot(path=str(SCREENSHOTS / "06-dashboard-overview-every-branch.png"), full_page=True)
+    page.goto(f"{e2e_stack.ui_url}/plugin/findings")
     expect(critical_cell).to_have_text(f"{critical:,}", timeout=TIMEOUT_MS)
     critical_cell.locator("a").click()
     page.wait_for_url(re.compile(r"view=findings"), timeout=TIMEOUT_MS)
