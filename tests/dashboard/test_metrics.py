@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from findings_provider import metrics, programme
 from findings_provider.dashboard.findings_list import ListSettings, findings_page
-from findings_provider.programme import FindingFilter
 from findings_provider.pipeline.summary import ALERTS_CHECKED_KEY, programme_alerts
+from findings_provider.programme import FindingFilter
 from findings_provider.warehouse import TicketAction, Warehouse
 from findings_provider.warehouse.schema import finding_events
 
