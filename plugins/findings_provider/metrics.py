@@ -183,9 +183,8 @@ def sla_breaches(warehouse: Warehouse, targets: Mapping[str, int], now: datetime
     if not listed:
         return summary, pd.DataFrame(columns=columns)
     frame = pd.DataFrame(listed)
-    since = pd.to_datetime(frame["relevant_since"], utc=True)
-    target_of_row = frame["severity"].map(dict(targets))
-    frame["overdue_days"] = ((pd.Timestamp(now) - since).dt.total_seconds() / _DAY - target_of_row).round(1)
+    frame["overdue_days"] = [programme.days_past_target(r["relevant_since"], r["severity"], targets, now)
+                             for r in listed]
     frame = frame.sort_values("overdue_days", ascending=False, kind="stable").head(limit)
     return summary, frame[columns].reset_index(drop=True)
 

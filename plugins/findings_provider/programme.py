@@ -22,6 +22,7 @@ the findings a run wrote to (``touched``) are listed with every copy the run wro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
@@ -157,6 +158,19 @@ def is_overdue(targets: Mapping[str, int], now: datetime) -> Any:
     late = [and_(findings.c.severity == severity, findings.c.relevant_since < now - timedelta(days=days))
             for severity, days in targets.items()]
     return and_(is_open(), or_(false(), *late))
+
+
+def days_past_target(since: datetime | None, severity: str | None, targets: Mapping[str, int],
+                     now: datetime) -> int | None:
+    """How many days a finding detected at ``since`` is past its severity's fix-time target, in whole days rounded
+    up (a finding past its target by an hour is 1 day late, as :func:`is_overdue` counts it overdue); None when
+    its severity has no target or it is not past it. The one number the findings list, its CSV, the report's SLA
+    table and the alerts show (whether the finding is still open is the caller's condition)."""
+    target = targets.get(severity or "")
+    if since is None or target is None:
+        return None
+    late = (now - since).total_seconds() / 86400 - target
+    return math.ceil(late) if late > 0 else None
 
 
 def measure_condition(measure: str, targets: Mapping[str, int], now: datetime) -> Any:

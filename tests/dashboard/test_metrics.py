@@ -8,7 +8,9 @@ from datetime import date, datetime, timedelta, timezone
 import pandas as pd
 import pytest
 from findings_provider import metrics, programme
+from findings_provider.dashboard.findings_list import ListSettings, findings_page
 from findings_provider.pipeline.summary import ALERTS_CHECKED_KEY, programme_alerts
+from findings_provider.programme import FindingFilter
 from findings_provider.warehouse import TicketAction, Warehouse
 from findings_provider.warehouse.schema import finding_events
 
@@ -52,7 +54,7 @@ def test_time_to_triage_counts_only_triaged_findings(warehouse: Warehouse) -> No
 
 def test_sla_breaches_are_open_findings_past_their_severitys_target(warehouse: Warehouse) -> None:
     warehouse.upsert_findings([
-        finding(1, severity="critical", relevant_since="2026-02-20T00:00:00Z"),  # 9 days: 2 days late
+        finding(1, severity="critical", relevant_since="2026-02-19T12:00:00Z"),  # 9.5 days: 2.5 days late
         finding(2, severity="critical", relevant_since="2026-02-27T00:00:00Z"),  # 2 days: on time
         finding(3, severity="critical", relevant_since="2026-01-01T00:00:00Z", status="fixed"),  # fixed: no
         finding(4, severity="high", relevant_since="2026-01-01T00:00:00Z", status="reviewing"),  # 59 days: late
@@ -62,7 +64,10 @@ def test_sla_breaches_are_open_findings_past_their_severitys_target(warehouse: W
     assert summary.to_dict("index") == {"critical": {"target_days": 7, "open": 2, "breaching": 1},
                                         "high": {"target_days": 30, "open": 1, "breaching": 1}}
     assert list(listed["id"]) == [4, 1]  # most overdue first
-    assert list(listed["overdue_days"]) == [29.0, 2.0]
+    assert list(listed["overdue_days"]) == [29, 3]  # whole days, rounded up, as the findings list shows them
+    rows = {r["id"]: r for r in findings_page(warehouse, FindingFilter(measure="overdue"),
+                                              ListSettings({"critical": 7, "high": 30}), NOW)["rows"]}
+    assert {i: rows[i]["overdue_days"] for i in (4, 1)} == {4: 29, 1: 3}
 
 
 def test_open_over_time_reads_the_daily_snapshots(warehouse: Warehouse) -> None:

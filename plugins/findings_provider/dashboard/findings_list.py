@@ -85,7 +85,8 @@ def _row(r: Any, settings: ListSettings, now: datetime) -> dict[str, Any]:
     age = (now - since).total_seconds() / _DAY if since else None
     target = settings.targets.get(r.severity or "")
     due = since.timestamp() + target * _DAY if since and target is not None else None
-    overdue = (now.timestamp() - due) / _DAY if due is not None and r.status in OPEN_STATUSES else None
+    overdue = programme.days_past_target(since, r.severity, settings.targets, now) if r.status in OPEN_STATUSES \
+        else None
     return {
         "issue_type": r.issue_type, "id": int(r.id), "repository": r.repository_name, "branch": r.ref,
         "rule": r.rule_name,
@@ -94,7 +95,7 @@ def _row(r: Any, settings: ListSettings, now: datetime) -> dict[str, Any]:
         "detected": since.date().isoformat() if since else None,
         "age_days": None if age is None else int(age),
         "due": None if due is None else datetime.fromtimestamp(due, now.tzinfo).date().isoformat(),
-        "overdue_days": None if overdue is None or overdue <= 0 else int(overdue),
+        "overdue_days": overdue,
         "url": url, "ticket_url": ticket_url,
     }
 
