@@ -389,7 +389,12 @@ def test_policy_tuning_on_a_retired_policy_api_alerts_once_and_stays_green(dagba
     from findings_provider.operators import policies
 
     sent: list[Any] = []
-    monkeypatch.setattr(policies, "deliver", lambda alerts, *a, **k: sent.extend(alerts) or Delivery(sent=1))
+
+    def deliver(alerts: list[Any], *args: Any, **kwargs: Any) -> Delivery:
+        sent.extend(alerts)
+        return Delivery(sent=len(alerts))
+
+    monkeypatch.setattr(policies, "deliver", deliver)
     policy_operations = {"policies_list", "policy_rules", "policy_update"}
     environment.set_state(pt.RETIRED_STATE, None)
     emulator.reset(retired_policies=True)
