@@ -25,8 +25,12 @@ them.
 
 1. **list_policy_rules** lists the rules of the policies (cursor pagination) into `policy_rules`. The policies
    are the `policies` param, by default those named in `include/pipeline.yaml` (`policy_tuning.policies`), or,
-   when it names none, every policy the deployment lists. A deployment whose policy API was retired (410)
-   fails here with that message and no retries.
+   when it names none, every policy the deployment lists. A deployment whose policy API was retired (410 Gone,
+   `DEPLOYMENT_MIGRATED`: it moved to the service's newer policy system) is said once: one `policy_api_retired`
+   alert, a record in the warehouse (`pipeline_state` key `policy_tuning/retired`, shown on the dashboard's
+   Policies page), and this task ends **skipped** (the rest of the run is skipped, the run stays green). Later runs
+   skip at once, without calling the policy API or alerting again, until the `policies` configuration or the
+   connection changes. Move to the newer policy system, then pause or remove this DAG.
 2. **propose_policy_changes** computes per rule, from the warehouse's code findings (rule `path` = finding
    `rule_name`): findings, the share of autotriage false and true positives, and the share people triaged as
    false positive; then applies the thresholds of `policy_tuning.rules` (for example a `MODE_BLOCK` or
@@ -68,6 +72,7 @@ with DAG(
         task_id="list_policy_rules",
         **conn_ids(CONFIG),
         policy_ids="{{ params.policies }}",
+        alerts=CONFIG.alerts,
         outlets=[POLICY_RULES],
     )
     propose = ProposePolicyChangesOperator(

@@ -23,12 +23,14 @@ class ApiError(Exception):
     """An error answered to the client with ``status`` and the standard body."""
 
     def __init__(self, status: int, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         self.headers = headers
+        #: The real service's error code, when it sends one (``DEPLOYMENT_MIGRATED``); added to the body.
+        self.code = code
 
 
 def invalid(field: str, message: str) -> ApiError:
@@ -42,9 +44,10 @@ def not_found(what: str) -> ApiError:
 
 
 def error_response(status: int, message: str, field: str | None = None,
-                   headers: dict[str, str] | None = None) -> OrjsonResponse:
-    """The standard error body as a response."""
-    return OrjsonResponse({"error": message, "field": field}, status_code=status, headers=headers)
+                   headers: dict[str, str] | None = None, code: str | None = None) -> OrjsonResponse:
+    """The standard error body as a response (with ``code`` when the real service sends one)."""
+    body = {"error": message, "field": field, **({"code": code} if code else {})}
+    return OrjsonResponse(body, status_code=status, headers=headers)
 
 
 def _describe_input(value: Any) -> str:
@@ -72,7 +75,7 @@ def _where(location: tuple[Any, ...]) -> str:
 
 async def _on_api_error(_request: Request, exc: Exception) -> OrjsonResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.message, exc.field, exc.headers)
+    return error_response(exc.status, exc.message, exc.field, exc.headers, exc.code)
 
 
 async def _on_validation_error(_request: Request, exc: Exception) -> OrjsonResponse:

@@ -14,14 +14,15 @@ from airflow.sdk.exceptions import (
     AirflowFailException,
     AirflowNotFoundException,
     AirflowSensorTimeout,
+    AirflowSkipException,
     DownstreamTasksSkipped,
     ParamValidationError,
     TaskDeferred,
 )
 
 __all__ = ["AirflowException", "AirflowFailException", "AirflowNotFoundException", "AirflowSensorTimeout",
-           "AssetOrTimeSchedule", "BaseBranchOperator", "CronTriggerTimetable", "DownstreamTasksSkipped",
-           "ParamValidationError", "TaskDeferred", "deadline_alert", "default_deferrable"]
+           "AirflowSkipException", "AssetOrTimeSchedule", "BaseBranchOperator", "CronTriggerTimetable",
+           "DownstreamTasksSkipped", "ParamValidationError", "TaskDeferred", "deadline_alert", "default_deferrable"]
 
 
 def default_deferrable() -> bool:

@@ -377,3 +377,48 @@ def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
     }
     assert xcom(run, "apply_policy_changes")["applied"] == len(expected)
     assert present(approval.get_plan(environment, approval.POLICIES, run.run_id))["decision"]["by"] == "Test Approver"
+
+
+# --- policy tuning: a retired policy API ------------------------------------------------------------------------
+
+
+def test_policy_tuning_on_a_retired_policy_api_alerts_once_and_stays_green(dagbag, environment, emulator,
+                                                                           monkeypatch):
+    from findings_provider.alerts import Delivery
+    from findings_provider.governance import policy_tuning as pt
+    from findings_provider.operators import policies
+
+    sent: list[Any] = []
+
+    def deliver(alerts: list[Any], *args: Any, **kwargs: Any) -> Delivery:
+        sent.extend(alerts)
+        return Delivery(sent=len(alerts))
+
+    monkeypatch.setattr(policies, "deliver", deliver)
+    policy_operations = {"policies_list", "policy_rules", "policy_update"}
+    environment.set_state(pt.RETIRED_STATE, None)
+    emulator.reset(retired_policies=True)
+    try:
+        first = fresh_dag("policy_tuning").test()
+        assert str(first.state) == "success", states(first)
+        assert states(first)["list_policy_rules"] == "skipped"
+        assert "failed" not in states(first).values()
+        assert [a.kind for a in sent] == ["policy_api_retired"]
+        assert environment.get_state(pt.RETIRED_STATE)["run_id"] == first.run_id
+        assert [r for r in emulator.requests() if r["operation"] in policy_operations]
+
+        emulator.clear_requests()
+        second = fresh_dag("policy_tuning").test()
+        assert str(second.state) == "success", states(second)
+        assert states(second)["list_policy_rules"] == "skipped"
+        assert [r for r in emulator.requests() if r["operation"] in policy_operations] == []
+        assert len(sent) == 1
+
+        changed = fresh_dag("policy_tuning").test(run_conf={"policies": ["2102"]})
+        assert states(changed)["list_policy_rules"] == "skipped"
+        assert [r["operation"] for r in emulator.requests() if r["operation"] in policy_operations] == [
+            "policy_rules"]
+        assert len(sent) == 2
+    finally:
+        emulator.reset(retired_policies=False)
+        environment.set_state(pt.RETIRED_STATE, None)

@@ -789,3 +789,22 @@ def test_the_trend_follows_each_new_snapshot_of_the_day(warehouse: Warehouse) ->
     warehouse.upsert_findings([finding(i, severity="critical") for i in range(4, 6)])
     warehouse.take_snapshot(today)
     assert views.trend(warehouse)["series"]["critical"] == [5]
+
+
+def test_the_policies_view_says_why_it_is_empty_when_the_policy_api_was_retired(warehouse: Warehouse) -> None:
+    from findings_provider.client import PolicyApiRetiredError
+    from findings_provider.governance import policy_tuning as pt
+
+    web = client(warehouse)
+    assert web.get("/api/policies").json()["retired"] is None
+    error = PolicyApiRetiredError("the policy API was retired", status_code=410, endpoint="policies_list")
+    pt.record_retired(warehouse, error, {"policy_ids": None}, deployment_id="4242", deployment_slug="acme",
+                      dag_id="policy_tuning", run_id="scheduled__1",
+                      now=datetime(2025, 3, 4, 5, 6, tzinfo=timezone.utc))
+    retired = web.get("/api/policies").json()["retired"]
+    assert retired["seen_at"] == "2025-03-04T05:06:00+00:00"
+    assert retired["deployment"] == "acme (4242)"
+    assert retired["message"].startswith("The service retired its policy API for deployment acme (4242)")
+    assert "newer policy system" in retired["message"]
+    bundle = client(warehouse, logged_in=False).get(f"/static/{BUNDLE}").text
+    assert "The service retired its policy API for this deployment on ${when(d.retired.seen_at)}" in bundle

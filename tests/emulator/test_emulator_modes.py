@@ -55,6 +55,7 @@ def test_retired_policies_are_410(api: httpx.Client) -> None:
     body = assert_error(api.put(f"/api/v1/deployments/{ID}/policies/2101",
                                 json={"rulePath": "a.b.c", "policyMode": "MODE_BLOCK"}), 410)
     assert "retired" in body["error"]
+    assert body["code"] == "DEPLOYMENT_MIGRATED"  # the real service's error code
 
 
 def test_deployment_naming_and_every_token(emulator: EmulatorProcess) -> None:

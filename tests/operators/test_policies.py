@@ -11,11 +11,13 @@ import csv
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk import DAG
 from findings_provider.client import FindingsClient
-from findings_provider.compat import AirflowFailException
+from findings_provider.compat import AirflowFailException, AirflowSkipException
+from findings_provider.governance import policy_tuning as pt
 from findings_provider.operators.approval import PlanApprovalOperator
 from findings_provider.operators.policies import (
     ApplyPolicyChangesOperator,
@@ -151,13 +153,80 @@ def test_named_policies_are_the_only_ones_listed(fresh, warehouse):
         assert set(conn.execute(select(policy_rules.c.policy_id)).scalars()) == {"2102"}
 
 
-def test_a_retired_policy_api_fails_the_task_at_once_with_that_message(fresh, warehouse):
+SENT_ALERTS: list[dict[str, Any]] = []
+POLICY_OPERATIONS = {"policies_list", "policy_rules", "policy_update"}
+
+
+class RecordingNotifier:
+    """A ``notifier`` alert channel that keeps what it was asked to send."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+    def notify(self, context: Any) -> None:
+        SENT_ALERTS.append(self.kwargs)
+
+
+ALERTS = {"channels": [{"type": "notifier", "class": f"{__name__}.RecordingNotifier",
+                        "kwargs": {"subject": "{subject}", "body": "{body}", "link": "{link}"}}]}
+
+
+def policy_requests(emulator) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests() if r["operation"] in POLICY_OPERATIONS]
+
+
+def list_rules(policy_ids: Any = None, run_id: str = "scheduled__1") -> dict[str, Any]:
+    """Run the list task as a run of the policy_tuning DAG would."""
+    ti = FakeTaskInstance("policy_tuning", run_id)
+    return run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", policy_ids=policy_ids, alerts=ALERTS),
+                        ti)
+
+
+def test_a_retired_policy_api_is_said_once_and_later_runs_skip_without_calling_it(fresh, warehouse):
+    SENT_ALERTS.clear()
     fresh.reset(retired_policies=True)
     try:
-        with pytest.raises(AirflowFailException, match=r"(?s)PolicyApiRetiredError.*410.*retired"):
-            ListPolicyRulesOperator(task_id="list_policy_rules").execute({"ti": FakeTaskInstance()})
+        with pytest.raises(AirflowSkipException, match="retired its policy API") as first:
+            list_rules(run_id="scheduled__1")
+        assert not isinstance(first.value, AirflowFailException)
+        assert [r["operation"] for r in policy_requests(fresh)] == ["policies_list"]
+        (alert,) = SENT_ALERTS
+        assert "retired its policy API" in alert["subject"]
+        assert "newer policy system" in alert["body"]
+        assert "policy_tuning.policies" in alert["body"]
+        assert "remove the policy_tuning DAG" in alert["body"]
+        assert "view=policies" in alert["link"]
+        record = warehouse.get_state(pt.RETIRED_STATE)
+        assert record["status_code"] == 410
+        assert record["run_id"] == "scheduled__1"
+        assert record["deployment_id"] == fresh.deployment_id
+        assert record["configuration"]["policy_ids"] is None
+        assert record["seen_at"]
+
+        fresh.clear_requests()
+        with pytest.raises(AirflowSkipException, match="not calling the policy API"):
+            list_rules(run_id="scheduled__2")
+        assert policy_requests(fresh) == []  # the retired API is not asked again
+        assert len(SENT_ALERTS) == 1  # and no one is told again
+        assert warehouse.get_state(pt.RETIRED_STATE)["run_id"] == "scheduled__1"
+
+        with pytest.raises(AirflowSkipException, match="retired its policy API"):
+            list_rules(policy_ids="['2102']", run_id="scheduled__3")  # the configuration changed: try again
+        assert [r["operation"] for r in policy_requests(fresh)] == ["policy_rules"]
+        assert len(SENT_ALERTS) == 2
+        again = warehouse.get_state(pt.RETIRED_STATE)
+        assert (again["run_id"], again["policy_ids"]) == ("scheduled__3", ["2102"])
     finally:
         fresh.reset(retired_policies=False)  # the override would outlive this test on the module's emulator
+
+    fresh.clear_requests()
+    with pytest.raises(AirflowSkipException, match="not calling the policy API"):
+        list_rules(policy_ids="['2102']", run_id="scheduled__4")  # the record stands for this configuration
+    assert policy_requests(fresh) == []
+    result = list_rules(run_id="scheduled__5")  # another configuration, and the API answers: the record goes
+    assert result["policy_ids"] == ["2101", "2102"]
+    assert pt.retired_record(warehouse) is None
+    assert len(SENT_ALERTS) == 2
 
 
 def test_dry_run_proposes_exactly_the_expected_rules_and_sends_no_put(

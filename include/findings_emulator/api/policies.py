@@ -24,7 +24,7 @@ def live_policies(emulator: Emulator = Depends(by_id)) -> Emulator:
     """The emulator, unless the deployment has moved to the newer policy system (then 410 Gone)."""
     if emulator.config.retired_policies:
         raise ApiError(410, "the policy endpoints are retired for this deployment: it has migrated to the newer "
-                            "policy system; manage rule modes there")
+                            "policy system; manage rule modes there", code="DEPLOYMENT_MIGRATED")
     return emulator
 
 

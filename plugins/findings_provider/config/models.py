@@ -289,7 +289,7 @@ class DependencyInventoryConfig(_Strict):
 
 #: What an alert is about (``findings_provider.alerts``); a channel takes every kind unless ``events`` says.
 AlertKind = Literal["scan_failed", "pipeline_failed", "approval_waiting", "new_critical", "sla_breach",
-                    "deadline_missed"]
+                    "deadline_missed", "policy_api_retired"]
 ALERT_KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
 
 

@@ -355,10 +355,18 @@ def run_detail(warehouse: Warehouse, run_id: str, dag_id: str | None = None) -> 
 
 
 def policies(warehouse: Warehouse) -> dict[str, Any]:
-    """The rule mode changes sent after approval, and the latest policy tuning report."""
+    """The rule mode changes sent after approval, the latest policy tuning report, and, when the service retired
+    its policy API for the deployment (``governance.policy_tuning.RETIRED_STATE``), why nothing more comes:
+    ``retired`` is ``{"seen_at", "deployment", "policy_ids", "run_id", "message"}`` or None."""
+    from findings_provider.governance.policy_tuning import deployment_label, retired_message, retired_record
+
     changes = policy_changes_made(warehouse)
+    record = retired_record(warehouse)
+    retired = None if record is None else {
+        "seen_at": record.get("seen_at"), "deployment": deployment_label(record),
+        "policy_ids": record.get("policy_ids"), "run_id": record.get("run_id"), "message": retired_message(record)}
     return {"changes": orjson.loads(changes.to_json(orient="records", date_format="iso")) if len(changes) else [],
-            "report": latest_report(warehouse, POLICY_DAG)}
+            "report": latest_report(warehouse, POLICY_DAG), "retired": retired}
 
 
 def inventory(warehouse: Warehouse) -> dict[str, Any]:

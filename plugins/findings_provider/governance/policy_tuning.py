@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -27,6 +28,7 @@ from sqlalchemy import select
 from findings_provider.client.errors import FindingsApiError, NotFoundError, PolicyApiRetiredError
 from findings_provider.client.vocabulary import TRIAGED_STATUSES, AutotriageVerdict, IssueType
 from findings_provider.governance.common import model_json, prune_missing, read_frame
+from findings_provider.pipeline.alert import Alert
 from findings_provider.text import md_escape
 from findings_provider.warehouse import policy_rule_rows
 from findings_provider.warehouse.schema import findings, policy_rules, triage_actions
@@ -373,3 +375,121 @@ def report_tables(evaluated: pd.DataFrame, proposals: pd.DataFrame, top: int = 2
         f"false-positive share per rule (top {top})": shares,
         "rule statistics": stats,
     }
+
+
+# --- a retired policy API -----------------------------------------------------------------------------------
+
+#: ``pipeline_state`` key of the record that the deployment's policy API answered ``410 Gone``
+#: (``DEPLOYMENT_MIGRATED``); read by the list task before it calls the API, and by the dashboard's policies view.
+RETIRED_STATE = "policy_tuning/retired"
+
+
+def retired_configuration(
+    *, findings_conn_id: str, base_url: str | None, deployment_id: str | None, deployment_slug: str | None,
+    policy_ids: Sequence[str] | None, limit: int | None,
+) -> dict[str, Any]:
+    """What the policy API is called with: the connection (its service and deployment as configured, before any
+    request) and the list task's policy-related arguments. Its digest decides whether a later run tries again."""
+    return {
+        "findings_conn_id": findings_conn_id,
+        "base_url": base_url,
+        "deployment_id": deployment_id,
+        "deployment_slug": deployment_slug,
+        "policy_ids": list(policy_ids) if policy_ids else None,
+        "limit": limit,
+    }
+
+
+def configuration_digest(configuration: dict[str, Any]) -> str:
+    """A stable digest of ``configuration`` (JSON with sorted keys, SHA-256)."""
+    import hashlib
+    import json
+
+    text = json.dumps(configuration, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def retired_record(warehouse: Warehouse) -> dict[str, Any] | None:
+    """The stored record of a retired policy API, or None."""
+    record = warehouse.get_state(RETIRED_STATE)
+    return record if isinstance(record, dict) else None
+
+
+def known_retired(warehouse: Warehouse, configuration: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of a retired policy API when it was seen with this same ``configuration`` (then calling the API
+    again would meet the same 410), else None (no record, or the configuration changed since: try again)."""
+    record = retired_record(warehouse)
+    if record is None or record.get("digest") != configuration_digest(configuration):
+        return None
+    return record
+
+
+def clear_retired(warehouse: Warehouse) -> bool:
+    """Forget a record of a retired policy API (the API answered again); True when there was one."""
+    if retired_record(warehouse) is None:
+        return False
+    warehouse.set_state(RETIRED_STATE, None)
+    return True
+
+
+def record_retired(
+    warehouse: Warehouse,
+    error: PolicyApiRetiredError,
+    configuration: dict[str, Any],
+    *,
+    deployment_id: str | None,
+    deployment_slug: str | None,
+    dag_id: str | None,
+    run_id: str | None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Store (replacing any earlier one) and return the record that the policy API answered 410 Gone."""
+    seen = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    record = {
+        "seen_at": seen.isoformat(),
+        "deployment_id": deployment_id,
+        "deployment_slug": deployment_slug,
+        "policy_ids": configuration.get("policy_ids"),
+        "endpoint": error.endpoint,
+        "status_code": error.status_code,
+        "error": str(error),
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "configuration": configuration,
+        "digest": configuration_digest(configuration),
+    }
+    warehouse.set_state(RETIRED_STATE, record)
+    return record
+
+
+def deployment_label(record: dict[str, Any]) -> str:
+    """The deployment of a record, as people name it (slug and id when known)."""
+    slug, ident = record.get("deployment_slug"), record.get("deployment_id")
+    if slug and ident:
+        return f"{slug} ({ident})"
+    return str(slug or ident or "the connection's deployment")
+
+
+def retired_message(record: dict[str, Any]) -> str:
+    """Why policy tuning does nothing, and what to do, in a few sentences (alert, log, dashboard)."""
+    policies = record.get("policy_ids")
+    which = f"policies {', '.join(policies)}" if policies else "every policy the deployment lists"
+    return (
+        f"The service retired its policy API for deployment {deployment_label(record)} "
+        f"(410 Gone, DEPLOYMENT_MIGRATED, seen {record.get('seen_at', '?')} by run {record.get('run_id') or '?'}, "
+        f"for {which}): the deployment migrated to the service's newer policy system, where rule modes are now "
+        "managed. policy_tuning cannot list or change rules any more. Move to the newer policy system, then pause "
+        "or remove the policy_tuning DAG, or remove its `policy_tuning.policies` configuration in "
+        "include/pipeline.yaml. Until that configuration (or the connection) changes, policy_tuning runs skip "
+        "without calling the policy API and without another alert; a changed configuration tries the API once more."
+    )
+
+
+def retired_alert(record: dict[str, Any], link: str | None = None) -> Alert:
+    """The one ``policy_api_retired`` alert of a record."""
+    return Alert(
+        "policy_api_retired",
+        f"policy_tuning: the service retired its policy API for deployment {deployment_label(record)}",
+        retired_message(record) + f"\n\nThe service answered: {record.get('error') or '410 Gone'}",
+        link,
+    )

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from findings_provider.config import ModeRule, model_list
+from findings_provider.alerts import alerts_config, deliver
+from findings_provider.client import PolicyApiRetiredError
+from findings_provider.compat import AirflowSkipException
+from findings_provider.config import AlertsConfig, ModeRule, model_list
 from findings_provider.governance.common import as_id_list, preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import PolicyReportLink, RulesChangedLink
@@ -19,12 +22,27 @@ PROPOSAL_STATE = "policy_tuning/proposal"
 class ListPolicyRulesOperator(FindingsBaseOperator):
     """List the rules of policies (cursor pagination) into the warehouse's ``policy_rules`` table.
 
-    Rules a policy no longer lists are removed from the table. A deployment whose policy API was retired
-    (410) fails the task at once with that message (``PolicyApiRetiredError``, no task retries).
+    Rules a policy no longer lists are removed from the table.
+
+    A deployment whose policy API was retired (``410 Gone``, ``DEPLOYMENT_MIGRATED``: it moved to the service's
+    newer policy system) is said once: the task records it in ``pipeline_state``
+    (``governance.policy_tuning.RETIRED_STATE``: when, which deployment and policies, and the configuration it was
+    seen with), sends one ``policy_api_retired`` alert through ``alerts`` (what happened, what to do), and ends
+    **skipped**. Later runs read that record first: while the configuration (the connection and this task's
+    ``policy_ids`` and ``limit``) is unchanged, they skip at once, saying why, without calling the policy API and
+    without another alert; a changed configuration calls the API again (and, if it still answers 410, records and
+    alerts once more).
+
+    Skipped rather than success: in the Airflow UI a skipped task (and the downstream tasks Airflow then skips:
+    nothing to propose or apply) shows at a glance that nothing was done, while the run stays green; a green
+    "success" would read as rules listed, and a red failure would repeat every scheduled run with nothing anyone
+    can fix in Airflow. The log line and the alert say why.
 
     :param policy_ids: policy ids (numeric strings); empty or None: every policy the deployment lists.
         Templated (a list, a JSON list or a comma-separated string).
     :param limit: rules per page (1-2000; the API's default is 500).
+    :param alerts: where the alert about a retired policy API goes (``alerts`` of pipeline.yaml; an
+        ``AlertsConfig`` or its dict; None: it is logged as unrouted).
     :return: ``{"policy_ids": [...], "rules": n, "rules_per_policy": {id: n}}``; ``policy_ids`` is also pushed
         under its own XCom key, so a downstream task can take ``task.output["policy_ids"]``.
     """
@@ -34,20 +52,53 @@ class ListPolicyRulesOperator(FindingsBaseOperator):
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "policy_ids")
 
-    def __init__(self, *, policy_ids: Any = None, limit: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, policy_ids: Any = None, limit: int | None = None,
+                 alerts: AlertsConfig | dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy_ids = policy_ids
         self.limit = limit
+        self.alerts = alerts_config(alerts)
 
     def run(self, context: Any) -> dict[str, Any]:
-        from findings_provider.governance.policy_tuning import select_policies, sync_policy_rules
+        from findings_provider.governance import policy_tuning as pt
 
-        client = self.api_hook.client
-        ids = select_policies(client, as_id_list(self.policy_ids))
-        counts = sync_policy_rules(client, self.warehouse_hook.get_warehouse(), ids, limit=self.limit)
+        client = self.api_hook.client  # built from the connection: no request yet
+        warehouse = self.warehouse_hook.get_warehouse()
+        wanted = as_id_list(self.policy_ids)
+        configuration = pt.retired_configuration(
+            findings_conn_id=self.findings_conn_id, base_url=client.base_url, deployment_id=client.deployment_id,
+            deployment_slug=client.deployment_slug, policy_ids=wanted, limit=self.limit,
+        )
+        known = pt.known_retired(warehouse, configuration)
+        if known is not None:
+            raise AirflowSkipException(
+                "not calling the policy API: " + pt.retired_message(known) + " (already alerted; nothing sent)"
+            )
+        try:
+            ids = pt.select_policies(client, wanted)
+            counts = pt.sync_policy_rules(client, warehouse, ids, limit=self.limit)
+        except PolicyApiRetiredError as exc:
+            self._retired(context, warehouse, exc, configuration, client)
+        if pt.clear_retired(warehouse):
+            self.log.info("the policy API answered again: the record of its retirement is removed")
         self.log.info("pulled %d rules of %d policies: %s", sum(counts.values()), len(ids), counts)
         context["ti"].xcom_push(key="policy_ids", value=ids)
         return {"policy_ids": ids, "rules": sum(counts.values()), "rules_per_policy": counts}
+
+    def _retired(self, context: Any, warehouse: Any, exc: PolicyApiRetiredError, configuration: dict[str, Any],
+                 client: Any) -> NoReturn:
+        """Record the retired policy API, alert once, and skip the task."""
+        from findings_provider.dashboard.links import dashboard_url
+        from findings_provider.governance import policy_tuning as pt
+
+        dag_id, run_id = run_identity(context)
+        record = pt.record_retired(warehouse, exc, configuration, deployment_id=client.deployment_id,
+                                   deployment_slug=client.deployment_slug, dag_id=dag_id, run_id=run_id)
+        self.log.warning("%s", exc)
+        delivery = deliver([pt.retired_alert(record, dashboard_url("policies"))], self.alerts, context=context,
+                           logger=self.log)
+        self.log.info("alert about the retired policy API: %s", delivery.as_dict())
+        raise AirflowSkipException(pt.retired_message(record)) from exc
 
 
 class ProposePolicyChangesOperator(FindingsBaseOperator):

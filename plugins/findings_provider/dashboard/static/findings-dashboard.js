@@ -572,6 +572,10 @@ function Policies() {
   useTitle("Policies");
   const state = useApi("api/policies");
   return h(Loading, { state }, (d) => h(UI.Box, null,
+    d.retired ? h(UI.Alert.Root, { status: "warning", mb: 3 }, h(UI.Alert.Indicator, null),
+      h(UI.Alert.Content, null,
+        h(UI.Alert.Title, null, `The service retired its policy API for this deployment on ${when(d.retired.seen_at)}`),
+        h(UI.Alert.Description, null, d.retired.message))) : null,
     h(ReportLine, { report: d.report, what: "policy tuning" }),
     h(Muted, null, "Proposals apply only after a person approves them in the policy_tuning run."),
     h(Section, { title: "Rule mode changes sent" }, h(PolicyTable, { rows: d.changes }))));
