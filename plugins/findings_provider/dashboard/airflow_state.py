@@ -37,7 +37,11 @@ def pending_approvals() -> list[dict[str, Any]] | None:
             for r in rows]
 
 
-def writing_runs(dry_run_defaults: Mapping[str, bool], limit: int = 50,
+#: Runs the activity page lists (the newest): read from Airflow and shown, one number for both.
+RUNS_LISTED = 50
+
+
+def writing_runs(dry_run_defaults: Mapping[str, bool], limit: int = RUNS_LISTED,
                  dag_id: str | None = None) -> list[dict[str, Any]] | None:
     """The newest runs of the DAGs that write (``APPROVAL_DAGS``), or of ``dag_id``: id, state, start and whether
     it was a dry run (its ``dry_run`` param as triggered, else the DAG's default from ``dry_run_defaults``); None

@@ -16,6 +16,7 @@ from sqlalchemy import case, func, select
 
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, ScanStatus
+from findings_provider.dashboard.airflow_state import RUNS_LISTED
 from findings_provider.dashboard.memo import Memo
 from findings_provider.metrics import policy_changes_made
 from findings_provider.names import APPROVAL_DAGS, PIPELINE_DAGS
@@ -45,8 +46,6 @@ TRENDS_KEPT = 256
 _trends: Memo[dict[str, Any]] = Memo(TRENDS_KEPT)
 #: Newest scans listed.
 SCANS_LISTED = 200
-#: Runs listed on the activity page.
-RUNS_LISTED = 50
 #: Readable scan statuses (anything else is shown as the service wrote it).
 SCAN_STATUS_LABELS = {
     ScanStatus.PENDING.value: "Pending", ScanStatus.RUNNING.value: "Running", ScanStatus.COMPLETED.value: "Completed",
