@@ -7,6 +7,7 @@ operator from a real SQLite warehouse and read back.
 from __future__ import annotations
 
 import csv
+import io
 import warnings
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,8 @@ def test_report_tables_read_as_people_read_them(tmp_path: Path) -> None:
     assert "<th>External ticket id</th>" in page
     assert "<td>25</td>" in page
     assert "<td>250000000</td>" in page
+    rows = list(csv.reader(io.StringIO(Path(report.csv["sla_breaches"]).read_text())))
+    assert [r[1:3] for r in rows[1:]] == [["25", "1.5"], ["", "2.0"], ["250000000", "3.25"]]  # as the HTML shows
     assert "25.0" not in page
     assert "e+" not in page
     assert "NaN" not in page

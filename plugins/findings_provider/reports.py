@@ -131,8 +131,9 @@ def _csv_labels(index: pd.Index) -> pd.Index:
 
 
 def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` as written to a CSV file: every string value and label through ``csv_cell``; numbers unchanged."""
-    out = df.map(csv_cell)
+    """``df`` as written to a CSV file: whole-number columns as integers, as the HTML shows them (``25``, a missing
+    one empty), every string value and label through ``csv_cell``; other numbers unchanged."""
+    out = _whole_numbers(df).map(csv_cell)
     out.index = _csv_labels(df.index)
     out.columns = _csv_labels(df.columns)
     return out
@@ -144,10 +145,9 @@ def _label(name: object) -> str:
     return text[:1].upper() + text[1:]
 
 
-def html_frame(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    """``df`` as shown in a report's HTML: whole-number columns as integers (a ticket id is ``25``, not ``25.0``
-    or ``2.5e+01``; missing is blank), readable column names; and whether its index means anything (a default
-    0, 1, 2 ... index is not shown)."""
+def _whole_numbers(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose float columns holding only whole numbers hold integers (missing: ``""``): a ticket
+    id is ``25``, not ``25.0``, ``2.5e+01`` or ``NaN``, in the HTML and the CSV alike."""
     import pandas as pd
 
     out = df.copy()
@@ -155,6 +155,16 @@ def html_frame(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
         values = out[column]
         if pd.api.types.is_float_dtype(values) and values.dropna().apply(float.is_integer).all():
             out[column] = ["" if pd.isna(v) else int(v) for v in values]
+    return out
+
+
+def html_frame(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """``df`` as shown in a report's HTML: whole-number columns as integers (a ticket id is ``25``, not ``25.0``
+    or ``2.5e+01``; missing is blank), readable column names; and whether its index means anything (a default
+    0, 1, 2 ... index is not shown)."""
+    import pandas as pd
+
+    out = _whole_numbers(df)
     out.columns = [_label(c) for c in out.columns]
     meaningful = not (isinstance(df.index, pd.RangeIndex) and df.index.name is None)
     return out, meaningful
