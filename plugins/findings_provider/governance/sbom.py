@@ -148,7 +148,7 @@ def wait_for_exports(
             give_up(jobs, TIMEOUT, "not finished at the deadline: gave up waiting")
             break
         delay = min(next(delays), remaining)
-        log.info("%d SBOM export(s) in progress; next check in %.0fs", len(pending(jobs)), delay)
+        log.info("%d SBOM export(s) in progress; next check in %.3gs", len(pending(jobs)), delay)
         sleep(delay)
         try:
             for job in pending(jobs):

@@ -107,7 +107,7 @@ class SbomExportTrigger(BaseTrigger):
                 give_up(jobs, TIMEOUT, "not finished at the deadline: gave up waiting")
                 return sbom_event("timeout", jobs, f"gave up waiting at the deadline; still running: {waiting}")
             delay = min(next(delays), remaining)
-            self.log.info("%d of %d SBOM export(s) in progress; next check in %.0fs", len(pending(jobs)),
+            self.log.info("%d of %d SBOM export(s) in progress; next check in %.3gs", len(pending(jobs)),
                           len(jobs), delay)
             await asyncio.sleep(delay)
             try:
