@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from findings_provider.client import FindingsApiError
@@ -81,7 +81,7 @@ def test_poll_delays_start_small_and_double_up_to_the_maximum():
 
 def test_wait_polls_with_backoff_until_every_job_finished():
     clock = Clock()
-    client = FakeClient({
+    client: Any = FakeClient({
         "tok-1": [{"status": RUNNING}] * 3 + [{"status": DONE, "downloadUrl": "https://dl/1"}],
         "tok-2": [{"status": RUNNING}, {"status": "SBOM_EXPORT_STATUS_FAILED", "errorMessage": "boom"}],
     })
@@ -98,7 +98,7 @@ def test_wait_polls_with_backoff_until_every_job_finished():
 
 def test_wait_gives_up_at_the_deadline_and_the_last_wait_is_cut_short():
     clock = Clock()
-    client = FakeClient({"tok-1": [{"status": RUNNING}]})
+    client: Any = FakeClient({"tok-1": [{"status": RUNNING}]})
     jobs = [ExportJob(1, "tok-1")]
     sbom.wait_for_exports(client, jobs, deadline=clock.now + 30, poll_interval=5, max_poll_interval=60,
                           sleep=clock.sleep, clock=clock)
@@ -111,7 +111,7 @@ def test_a_poll_error_no_retry_fixes_fails_the_running_jobs_and_a_transient_one_
         retryable_by_task = True
 
     clock = Clock()
-    client = FakeClient({"tok-1": [Transient("503"), {"status": DONE, "downloadUrl": "https://dl/1"}]})
+    client: Any = FakeClient({"tok-1": [Transient("503"), {"status": DONE, "downloadUrl": "https://dl/1"}]})
     jobs = [ExportJob(1, "tok-1")]
     sbom.wait_for_exports(client, jobs, deadline=clock.now + 600, sleep=clock.sleep, clock=clock)
     assert jobs[0].status == COMPLETED
@@ -120,7 +120,7 @@ def test_a_poll_error_no_retry_fixes_fails_the_running_jobs_and_a_transient_one_
     jobs = [ExportJob(1, "tok-1"), ExportJob(2, "tok-2"), ExportJob(3, None, FAILED, "earlier")]
     sbom.wait_for_exports(client, jobs, deadline=clock.now + 600, sleep=clock.sleep, clock=clock)
     assert [j.status for j in jobs] == [FAILED, FAILED, FAILED]
-    assert "401 bad token" in jobs[1].error
+    assert "401 bad token" in str(jobs[1].error)
     assert jobs[2].error == "earlier"
 
 
@@ -128,14 +128,14 @@ def test_an_unknown_status_fails_that_job_only():
     job = ExportJob(1, "tok")
     sbom.apply_state(job, SbomExportState.model_validate({"status": "SBOM_EXPORT_STATUS_EXPLODED"}))
     assert job.status == FAILED
-    assert "SBOM_EXPORT_STATUS_EXPLODED" in job.error
+    assert "SBOM_EXPORT_STATUS_EXPLODED" in str(job.error)
 
 
 def test_a_start_that_fails_is_a_failed_job_and_the_others_start():
-    jobs = sbom.start_exports(FakeClient({}), [1, 666, 2], cyclonedx_version="1.6")
+    jobs = sbom.start_exports(cast(Any, FakeClient({})), [1, 666, 2], cyclonedx_version="1.6")
     assert [(j.repository_id, j.task_token, j.status) for j in jobs] == [
         (1, "tok-1", "in_progress"), (666, None, FAILED), (2, "tok-2", "in_progress")]
-    assert "repository not found" in jobs[1].error
+    assert "repository not found" in str(jobs[1].error)
 
 
 def test_jobs_round_trip_as_json_without_the_download_link():
@@ -152,7 +152,7 @@ def rows(warehouse, table, *columns):
 
 def test_download_and_store_keeps_every_outcome_and_the_components_of_completed_ones(warehouse):
     warehouse.run_id = "run-1"
-    client = FakeClient({"tok-2": [{"status": DONE, "downloadUrl": "https://dl/2"}]})
+    client: Any = FakeClient({"tok-2": [{"status": DONE, "downloadUrl": "https://dl/2"}]})
     jobs = [ExportJob(1, "tok-1", COMPLETED, download_url="https://dl/1"), ExportJob(2, "tok-2", COMPLETED),
             ExportJob(3, "tok-3", FAILED, "boom"), ExportJob(4, "tok-4", TIMEOUT, "late")]
 
@@ -199,10 +199,10 @@ def test_a_failed_download_fails_that_job_only(warehouse):
 
     jobs = [ExportJob(1, "t1", COMPLETED, download_url="https://dl/1"),
             ExportJob(2, "t2", COMPLETED, download_url="https://dl/2")]
-    components = sbom.download_and_store(Expired({}), warehouse, jobs)
+    components = sbom.download_and_store(cast(Any, Expired({})), warehouse, jobs)
     assert components == {2: 3}
     assert jobs[0].status == FAILED
-    assert "403 link expired" in jobs[0].error
+    assert "403 link expired" in str(jobs[0].error)
     assert rows(warehouse, sboms, "repository_id", "status") == [(1, FAILED), (2, COMPLETED)]
 
 

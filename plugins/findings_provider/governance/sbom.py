@@ -173,7 +173,8 @@ def _licences(component: dict[str, Any]) -> str | None:
     for entry in component.get("licenses") or ():
         if not isinstance(entry, dict):
             continue
-        lic = entry.get("license") if isinstance(entry.get("license"), dict) else {}
+        raw = entry.get("license")
+        lic: dict[str, Any] = raw if isinstance(raw, dict) else {}
         name = lic.get("id") or lic.get("name") or entry.get("expression")
         if name and str(name) not in names:
             names.append(str(name))
@@ -208,7 +209,10 @@ def store_export(warehouse: Warehouse, job: ExportJob, document: dict[str, Any] 
             spec_version=(document or {}).get("specVersion"), component_count=len(components) if document else None,
             document=document, run_id=warehouse.run_id, exported_at=utc_now_text(),
         ))
-        sbom_id = int(result.inserted_primary_key[0])
+        inserted = result.inserted_primary_key
+        if inserted is None:  # pragma: no cover - every dialect the warehouse supports returns it
+            raise RuntimeError("the sboms insert returned no id")
+        sbom_id = int(inserted[0])
         rows = []
         if document is not None:
             rows = component_rows(job.repository_id, sbom_id, document)

@@ -97,7 +97,8 @@ class SbomExportOperator(FindingsBaseOperator):
             self.log.info("no repository to export an SBOM of")
             return self._finish([])
         client = self.api_hook.client
-        jobs = start_exports(client, ids, cyclonedx_version=self.cyclonedx_version)
+        # str(): rendered as a native object (the DAGs' render_template_as_native_obj), "1.6" would be a float
+        jobs = start_exports(client, ids, cyclonedx_version=str(self.cyclonedx_version))
         deadline = time.time() + self.export_timeout
         if pending(jobs) and self.deferrable:
             self.defer(
