@@ -26,7 +26,7 @@ from findings_provider.names import API_POOL, GOVERNANCE_DAGS
 from findings_provider.pipeline import approval
 from findings_provider.text import md_escape
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
-from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes
+from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes, sboms
 from fixtures import client_of, connect, make_warehouse, running_emulator
 from hitl import Approver
 from hitl import run_with_answer as answered
@@ -142,7 +142,14 @@ def test_dag_params_are_typed_and_validated(dagbag):
     settings = dagbag.dags["project_settings"].params
     assert set(settings) == {"dry_run"}
     assert settings["dry_run"] is load_pipeline_config().project_settings.dry_run
-    assert dict(dagbag.dags["dependency_inventory"].params) == {}
+    inventory = dagbag.dags["dependency_inventory"].params
+    assert set(inventory) == {"sbom", "sbom_repositories"}
+    assert inventory["sbom"] is load_pipeline_config().dependency_inventory.sbom.enabled
+    assert inventory["sbom_repositories"] == []
+    assert inventory.get_param("sbom_repositories").resolve([3, 4]) == [3, 4]
+    for wrong in (["web"], [3, 3]):
+        with pytest.raises(ParamValidationError):
+            inventory.get_param("sbom_repositories").resolve(wrong)
 
 
 def test_policy_changes_are_gated_by_the_approval_pattern_of_every_write(dagbag):
@@ -198,6 +205,48 @@ def test_dependency_inventory_run_mirrors_the_inventory_and_reports(dagbag, envi
     html = Path(report["report"]["html"]).read_text()
     assert "<table" in html
     assert html.count("<img") == 2
+
+
+def test_dependency_inventory_exports_the_sboms_after_the_inventory_and_a_failed_one_stays_partial(
+        dagbag, environment, emulator, client):
+    emulator.reset()
+    wanted = sorted(r.id for r in client.iter_repositories_with_dependencies(page_size=100) if r.numDependencies)
+    emulator.sbom(polls=2, fail_repositories=[wanted[0]], error_message="generator crashed")
+
+    run = fresh_dag("dependency_inventory").test()
+
+    assert str(run.state) == "success", states(run)
+    result = xcom(run, "export_sboms")
+    assert result["repositories"] == wanted  # every repository with dependencies (the param's default)
+    assert result["completed"] == wanted[1:]
+    assert result["failed"] == {str(wanted[0]): "failed: generator crashed"}
+    log = emulator.requests()
+    assert log.index(next(r for r in log if r["operation"] == "sbom_export")) > max(
+        i for i, r in enumerate(log) if r["operation"] == "dependency_repositories")  # after the inventory
+    assert len([r for r in log if r["operation"] == "sbom_status"]) == 2 * len(wanted)
+    downloads = [r for r in log if r["operation"] == "sbom_download"]
+    assert len(downloads) == len(wanted) - 1
+    assert not any(r["authorization_sent"] for r in downloads)
+    with environment.engine.connect() as conn:
+        stored = conn.execute(select(sboms.c.repository_id, sboms.c.status, sboms.c.spec_version)
+                              .where(sboms.c.run_id == run.run_id)).all()
+    assert sorted(stored) == sorted([(wanted[0], "failed", None)] + [(i, "completed", "1.6") for i in wanted[1:]])
+
+
+def test_dependency_inventory_sbom_params_choose_the_repositories_or_switch_it_off(dagbag, environment, emulator,
+                                                                                   client):
+    emulator.reset()
+    emulator.sbom(polls=1)
+    wanted = sorted(r.id for r in client.iter_repositories_with_dependencies(page_size=100))[:1]
+
+    run = fresh_dag("dependency_inventory").test(run_conf={"sbom_repositories": wanted})
+    assert xcom(run, "export_sboms")["completed"] == wanted
+
+    emulator.reset()
+    run = fresh_dag("dependency_inventory").test(run_conf={"sbom": False})
+    assert states(run)["export_sboms"] == "skipped"
+    assert str(run.state) == "success", states(run)
+    assert not [r for r in emulator.requests() if r["operation"].startswith("sbom")]
 
 
 def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, environment, emulator, client):

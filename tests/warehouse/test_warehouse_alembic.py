@@ -15,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from finding_payloads import ITEMS, SAST, raw
 from findings_provider.client.models import Project
+from findings_provider.governance import sbom
 from findings_provider.pipeline import freshness, ledger
 from findings_provider.warehouse import (
     TicketAction,
@@ -94,6 +95,10 @@ def fill_every_table(store: Warehouse) -> None:
         branches.store_projects(conn, [Project(id=3, name="acme/web", primary_branch="main")],
                                 datetime(2026, 11, 26, tzinfo=timezone.utc))
     store.take_snapshot(date(2026, 11, 26))
+    sbom.store_export(store, sbom.ExportJob(3, "tok-1", sbom.COMPLETED), {
+        "bomFormat": "CycloneDX", "specVersion": "1.6",
+        "components": [{"name": "lodash", "version": "4.17.21", "purl": "pkg:npm/lodash@4.17.21",
+                        "licenses": [{"license": {"id": "MIT"}}]}]})
     store.save_report("summary", "Open findings", "<html><body>3 open</body></html>")
 
 
@@ -118,7 +123,8 @@ def test_the_recorded_baseline_is_what_revision_0001_creates(engine):
     """The MetaData a pre-versioning warehouse is brought to (0001's ``create_schema`` on a recorder) is exactly
     what revision 0001 creates through Alembic."""
     baseline = versioning.baseline_metadata()
-    assert set(metadata.tables) - set(baseline.tables) == {"projects"}  # the one table a later revision added
+    # the tables later revisions added
+    assert set(metadata.tables) - set(baseline.tables) == {"projects", "sboms", "sbom_components"}
     assert versioning.upgrade(engine, target=versioning.BASELINE) == versioning.BASELINE
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE, "compare_type": True})

@@ -279,12 +279,23 @@ class DependencyFilters(_Strict):
     packages: list[PackageSelector] = Field(default_factory=list)
 
 
+class SbomConfig(_Strict):
+    """``dependency_inventory.sbom``: the SBOM export after the inventory pull (``SbomExportOperator``)."""
+
+    enabled: bool = True
+    cyclonedx_version: Literal["1.4", "1.5", "1.6", "1.7"] = "1.6"
+    poll_interval: float = Field(default=5.0, gt=0)
+    max_poll_interval: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=3600.0, gt=0)
+
+
 class DependencyInventoryConfig(_Strict):
     schedule: str | None = "@daily"
     page_size: int = DEPENDENCIES_PAGE_SIZE.field(DEPENDENCIES_PAGE_SIZE.maximum)
     repositories_page_size: int = DEPENDENCY_REPOSITORIES_PAGE_SIZE.field(
         DEPENDENCY_REPOSITORIES_PAGE_SIZE.maximum)
     filters: DependencyFilters = Field(default_factory=DependencyFilters)
+    sbom: SbomConfig = Field(default_factory=SbomConfig)
 
 
 #: What an alert is about (``findings_provider.alerts``); a channel takes every kind unless ``events`` says.

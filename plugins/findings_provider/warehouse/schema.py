@@ -344,3 +344,38 @@ projects = Table(
     Column("raw", Text, nullable=False),
     _synced_at(),
 )
+
+#: SBOM exports (revision 0005): one row per repository export a run asked for, completed or not: the service's
+#: task token (None when the export could not be started), ``status`` (``completed``, ``failed``, ``timeout``),
+#: the error, the CycloneDX ``specVersion``, the number of components and the document itself (completed only).
+#: The newest ``SBOMS_KEPT`` rows of each repository are kept (``findings_provider.governance.sbom``).
+sboms = Table(
+    "sboms",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("repository_id", BigInteger, nullable=False),
+    Column("task_token", Text),
+    Column("status", Text, nullable=False),
+    Column("error", Text),
+    Column("spec_version", Text),
+    Column("component_count", Integer),
+    Column("document", JsonText),
+    Column("run_id", Text),
+    Column("exported_at", UtcDateTime, nullable=False),
+    Index("ix_sboms_repository", "repository_id", "id"),
+)
+
+#: The components of each repository's newest completed SBOM (revision 0005), replaced by every completed export
+#: of the repository: name, version, package URL and licences (``, ``-joined like ``dependencies.license``).
+sbom_components = Table(
+    "sbom_components",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("repository_id", BigInteger, nullable=False),
+    Column("sbom_id", Integer, nullable=False),
+    Column("name", Text),
+    Column("version", Text),
+    Column("purl", Text),
+    Column("licences", Text),
+    Index("ix_sbom_components_repository", "repository_id"),
+)
