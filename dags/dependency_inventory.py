@@ -91,6 +91,7 @@ with DAG(
         poll_interval=SBOM.poll_interval,
         max_poll_interval=SBOM.max_poll_interval,
         timeout=SBOM.timeout,
+        deferrable=True,  # exports take minutes: wait in the triggerer, not in a worker slot
     )
     [dependencies, repositories] >> report
     repositories >> sbom

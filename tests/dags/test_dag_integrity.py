@@ -139,3 +139,5 @@ def test_the_scan_wait_defers_whatever_airflows_default(dagbag: Any) -> None:
     # hours, so its DAG asks for the triggerer itself
     wait = dagbag.dags["scan_monitoring"].get_task("wait_for_scan")
     assert wait.partial_kwargs["deferrable"] is True
+    # so does the SBOM export, whose jobs take several polls of growing intervals
+    assert dagbag.dags["dependency_inventory"].get_task("export_sboms").deferrable is True

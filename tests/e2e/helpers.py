@@ -260,7 +260,7 @@ TIMINGS: dict[str, float] = {}
 # The emulator data of the e2e stacks: 5000 findings (two pages of 3000 code findings), and no generated scans
 # (the generated ones include failed and never-finished scans, whose alerts would blur the ones the tests check);
 # the suite adds the scans it needs through the admin route (POST /_emulator/scans).
-E2E_EMULATOR_ARGS = ("--scans", "0")
+E2E_EMULATOR_ARGS = ("--scans", "0", "--sbom-polls", "2")
 #: Where the SQLite stack mails its alerts (to the session's SMTP server, ``inbox``).
 ALERTS_TO = "appsec@example.test"
 

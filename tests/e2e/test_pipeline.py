@@ -409,6 +409,37 @@ def test_dependency_inventory_mirrors_the_api(e2e_stack: Stack, pipeline: Pipeli
     assert scalar(engine, "SELECT COUNT(*) FROM dependency_repositories") >= 1
 
 
+def test_sbom_exports_deferred_and_were_downloaded_without_the_token(e2e_stack: Stack,
+                                                                     pipeline: PipelineResult) -> None:
+    """dependency_inventory's export_sboms waited in the triggerer (the worker's log of attempt 1 paused as
+    deferred, the triggerer wrote that attempt's trigger log and the trigger fired), every repository with
+    dependencies has a completed SBOM with components in the warehouse, and no download carried the API token."""
+    watch = pipeline.manual["dependency_inventory"]
+    assert watch.state == "success", failure_detail(e2e_stack, watch)
+    logs = e2e_stack.home / "logs" / f"dag_id={watch.dag_id}" / f"run_id={watch.run_id}" / "task_id=export_sboms"
+    events = [str(e.get("event")) for e in _log_events(logs / "attempt=1.log")]
+    assert any("Pausing task as DEFERRED" in e for e in events), events[-20:]
+    trigger_logs = sorted(logs.glob("attempt=1.log.trigger.*.log"))
+    assert trigger_logs, sorted(p.name for p in logs.glob("*"))
+    assert [e for p in trigger_logs for e in _log_events(p) if e.get("event") == "Trigger fired event"]
+    engine = warehouse_engine(e2e_stack)
+    try:
+        wanted = {int(r["id"]) for r in rows(engine, "SELECT id FROM dependency_repositories "
+                                                     "WHERE num_dependencies > 0")}
+        exported = {int(r["repository_id"]) for r in rows(engine, "SELECT repository_id FROM sboms "
+                                                                   "WHERE status = 'completed'")}
+        components = scalar(engine, "SELECT COUNT(*) FROM sbom_components")
+    finally:
+        engine.dispose()
+    assert wanted
+    assert exported == wanted
+    assert components > 0
+    downloads = [r for r in emulator_requests(e2e_stack, pipeline.request_seq_before)
+                 if "/downloads/sbom/" in str(r.get("path", ""))]
+    assert len(downloads) >= len(wanted)
+    assert not [r for r in downloads if r.get("authorization_sent")]
+
+
 def test_reports_were_written(e2e_stack: Stack, pipeline: PipelineResult) -> None:
     reports = Path(e2e_stack.home / "reports")
     html = sorted(p.relative_to(reports).as_posix() for p in reports.rglob("*.html"))
