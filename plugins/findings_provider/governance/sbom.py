@@ -143,12 +143,9 @@ def wait_for_exports(
     delays = poll_delays(poll_interval, max_poll_interval)
     failures = 0
     while pending(jobs):
-        remaining = deadline - clock()
-        if remaining <= 0:
-            give_up(jobs, TIMEOUT, "not finished at the deadline: gave up waiting")
+        delay = next_wait(jobs, deadline - clock(), delays)
+        if delay is None:
             break
-        delay = min(next(delays), remaining)
-        log.info("%d SBOM export(s) in progress; next check in %.3gs", len(pending(jobs)), delay)
         sleep(delay)
         try:
             for job in pending(jobs):
@@ -156,12 +153,33 @@ def wait_for_exports(
             failures = 0
         except FindingsApiError as exc:
             failures += 1
-            message = f"cannot read the export status: {type(exc).__name__}: {exc}"
-            if not exc.retryable_by_task or failures >= MAX_TRANSIENT_FAILURES:
-                give_up(jobs, FAILED, message)
+            if stop_polling(jobs, exc, failures) is not None:
                 break
-            log.warning("%s (%d in a row); polling again", message, failures)
     return jobs
+
+
+def next_wait(jobs: list[ExportJob], remaining: float, delays: Iterator[float]) -> float | None:
+    """The wait before the next round of status reads (at most ``remaining`` seconds to the deadline), or None
+    when the deadline has passed: the jobs still in progress are then ``timeout``. The synchronous loop and
+    the trigger's share it."""
+    if remaining <= 0:
+        give_up(jobs, TIMEOUT, "not finished at the deadline: gave up waiting")
+        return None
+    delay = min(next(delays), remaining)
+    log.info("%d of %d SBOM export(s) in progress; next check in %.3gs", len(pending(jobs)), len(jobs), delay)
+    return delay
+
+
+def stop_polling(jobs: list[ExportJob], exc: FindingsApiError, failures: int) -> str | None:
+    """After a round whose status read failed (the ``failures``-th in a row): the message when polling stops
+    (an error no retry can fix, or ``MAX_TRANSIENT_FAILURES`` in a row; the jobs in progress fail with it), or
+    None to poll again."""
+    message = f"cannot read the export status: {type(exc).__name__}: {exc}"
+    if not exc.retryable_by_task or failures >= MAX_TRANSIENT_FAILURES:
+        give_up(jobs, FAILED, message)
+        return message
+    log.warning("%s (%d in a row); polling again", message, failures)
+    return None
 
 
 # --- download and storage -------------------------------------------------------------------------------------

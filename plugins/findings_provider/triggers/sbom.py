@@ -15,13 +15,13 @@ from findings_provider.governance.sbom import (
     DEFAULT_MAX_POLL_INTERVAL,
     DEFAULT_POLL_INTERVAL,
     FAILED,
-    MAX_TRANSIENT_FAILURES,
-    TIMEOUT,
     ExportJob,
     apply_state,
     give_up,
+    next_wait,
     pending,
     poll_delays,
+    stop_polling,
 )
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 
@@ -101,14 +101,10 @@ class SbomExportTrigger(BaseTrigger):
         delays = poll_delays(self.poll_interval, self.max_poll_interval)
         failures = 0
         while pending(jobs):
-            remaining = self.deadline - time.time()
-            if remaining <= 0:
-                waiting = ", ".join(str(job.repository_id) for job in pending(jobs))
-                give_up(jobs, TIMEOUT, "not finished at the deadline: gave up waiting")
+            waiting = ", ".join(str(job.repository_id) for job in pending(jobs))
+            delay = next_wait(jobs, self.deadline - time.time(), delays)
+            if delay is None:
                 return sbom_event("timeout", jobs, f"gave up waiting at the deadline; still running: {waiting}")
-            delay = min(next(delays), remaining)
-            self.log.info("%d of %d SBOM export(s) in progress; next check in %.3gs", len(pending(jobs)),
-                          len(jobs), delay)
             await asyncio.sleep(delay)
             try:
                 for job in pending(jobs):
@@ -116,10 +112,8 @@ class SbomExportTrigger(BaseTrigger):
                 failures = 0
             except FindingsApiError as exc:
                 failures += 1
-                message = f"cannot read the export status: {type(exc).__name__}: {exc}"
-                if not exc.retryable_by_task or failures >= MAX_TRANSIENT_FAILURES:
-                    give_up(jobs, FAILED, message)
+                message = stop_polling(jobs, exc, failures)
+                if message is not None:
                     return sbom_event("error", jobs, message)
-                self.log.warning("%s (%d in a row); polling again", message, failures)
         completed = sum(1 for job in jobs if job.status == COMPLETED)
         return sbom_event("done", jobs, f"{len(jobs)} SBOM export(s) finished, {completed} completed")
