@@ -16,25 +16,16 @@ PLAN_STATE = "project_settings/plan"
 def _compute_plan(operator: FindingsBaseOperator, projects_file: Any, page_size: int) -> Any:
     from findings_provider.config import ProjectsFile, load_yaml_model
     from findings_provider.governance.project_settings import plan_project_settings
+    from findings_provider.warehouse.branches import store_projects
 
     if not projects_file or not str(projects_file).strip():
         raise ValueError(f"projects_file = {projects_file!r}: give the path of the projects file (the "
                          "project_settings DAG passes project_settings.file of pipeline.yaml)")
     spec = load_yaml_model(str(projects_file), ProjectsFile)  # the file named by the argument, and no other
     projects = list(operator.api_hook.client.iter_projects(page_size=page_size))
-    store_listed_projects(operator.warehouse_hook.get_warehouse(), projects)
+    # the complete listing, kept as the extraction keeps it (the primary branches decide which copy counts)
+    store_projects(operator.warehouse_hook.get_warehouse(), projects)
     return plan_project_settings(projects, spec)
-
-
-def store_listed_projects(warehouse: Any, projects: list[Any]) -> None:
-    """Keep the complete listing in the warehouse (``projects``: the primary branches decide which copy of a
-    finding on several branches is counted), as the extraction does."""
-    from datetime import datetime, timezone
-
-    from findings_provider.warehouse.branches import store_projects
-
-    with warehouse.engine.begin() as conn:
-        store_projects(conn, projects, datetime.now(timezone.utc))
 
 
 def _print_plan(operator: FindingsBaseOperator, plan: Any) -> None:
