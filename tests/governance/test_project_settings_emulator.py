@@ -64,7 +64,8 @@ def test_one_patch_per_project_with_exactly_the_fields_that_differ(emulator, cli
     assert [r["path"].split("/projects/")[1] for r in patches] == plan.projects_changed()  # one per project
     # each PATCH follows a read of its project
     reads = [r["seq"] for r in sent if r["operation"] == "project_get"]
-    assert len(reads) == len(patches) and all(g < p["seq"] for g, p in zip(reads, patches, strict=True))
+    assert len(reads) == len(patches)
+    assert all(g < p["seq"] for g, p in zip(reads, patches, strict=True))
     bodies = {r["path"].split("/projects/")[1]: r["body"] for r in patches}
     assert bodies["acme/identity-service"] == {"primary_branch": "develop"}  # exactly the field that differs
     expected = {"tags": [*payments.tags, "pci"]} if "pci" not in payments.tags else {}

@@ -142,7 +142,7 @@ def test_apply_without_a_plan_task_plans_itself_and_checks_dry_run(fresh, wareho
     seq = seq_of(fresh)
     result = ApplyProjectSettingsOperator(task_id="apply", plan_task_id=None, projects_file=projects_file,
                                           dry_run="True").execute(make_context())
-    assert result["dry_run"] is True and result["planned"] == planned["actions"] and result["patched"] == 0
+    assert (result["dry_run"], result["planned"], result["patched"]) == (True, planned["actions"], 0)
     assert planned["actions"] > 0
     assert [r["operation"] for r in fresh.requests(seq)] == ["projects"] * len(ops(fresh, seq, "projects")) != []
     assert writes(fresh.requests()) == []
@@ -175,12 +175,13 @@ def test_apply_refuses_a_plan_over_the_cap_before_any_write(fresh, warehouse, pr
     first = plan(ti, projects_file)
     assert first["projects_changed"] > 1
     seq = seq_of(fresh)
-    with pytest.raises(AirflowFailException, match=r"the plan changes \d+ projects, more than max_projects_changed = 1"):
+    with pytest.raises(AirflowFailException,
+                       match=r"the plan changes \d+ projects, more than max_projects_changed = 1"):
         run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", max_projects_changed=1), ti)
     assert writes(fresh.requests(seq)) == []
     dry = run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", dry_run=True,
                                                     max_projects_changed="1"), ti)
-    assert dry["over_cap"] is True and dry["patched"] == 0
+    assert (dry["over_cap"], dry["patched"]) == (True, 0)
     with pytest.raises(AirflowFailException, match="max_projects_changed"):
         run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", max_projects_changed="0"), ti)
     assert writes(fresh.requests(seq)) == []
