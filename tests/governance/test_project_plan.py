@@ -288,4 +288,6 @@ def test_names_git_refuses_are_refused_as_primary_branch(name):
 @pytest.mark.parametrize("name", ["main", "release/2024", "feature/JIRA-1_x.y", "develop", "v1.2"])
 def test_branch_names_git_allows_are_accepted(name):
     spec = ProjectsFile.model_validate({"projects": [{"match": "acme/*", "primary_branch": name}]})
-    assert spec.desired("acme/api").primary_branch == name
+    desired = spec.desired("acme/api")
+    assert desired is not None
+    assert desired.primary_branch == name

@@ -5,6 +5,8 @@ The operators that plan and apply are tested in ``tests/operators/test_projects.
 
 from __future__ import annotations
 
+from typing import Any
+
 from findings_provider.config import ProjectsFile
 from findings_provider.governance.project_settings import (
     ProjectAction,
@@ -68,7 +70,7 @@ def test_one_patch_per_project_with_exactly_the_fields_that_differ(emulator, cli
     assert all(g < p["seq"] for g, p in zip(reads, patches, strict=True))
     bodies = {r["path"].split("/projects/")[1]: r["body"] for r in patches}
     assert bodies["acme/identity-service"] == {"primary_branch": "develop"}  # exactly the field that differs
-    expected = {"tags": [*payments.tags, "pci"]} if "pci" not in payments.tags else {}
+    expected: dict[str, Any] = {"tags": [*payments.tags, "pci"]} if "pci" not in payments.tags else {}
     scans = {w: {"enabled": True} for w in ("diff_scan", "full_scan")
              if not getattr(payments.managed_scan_config, w).enabled}
     if scans:
