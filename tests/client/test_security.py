@@ -75,7 +75,7 @@ SCENARIOS: list[tuple[str, list, Callable, type]] = [
     (
         "raw-wrong-shape",
         [raw(b'{"findings": ' + ECHO + b"}")],
-        lambda c: list(c.iter_finding_pages(raw=True)),
+        lambda c: list(c.raw_pages(c.list_findings)),
         ResponseDecodeError,
     ),
     (

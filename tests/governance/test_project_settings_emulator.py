@@ -16,4 +16,4 @@ def test_a_project_gone_since_the_plan_is_skipped(client):
         ]
     )
     assert apply_project_plan(client, plan_) == {"applied": 1, "skipped": 1}
-    assert "pci" in next(p.tags for p in client.iter_projects() if p.name == "acme/payments-api")
+    assert "pci" in next(p.tags for p in client.items(client.list_projects) if p.name == "acme/payments-api")

@@ -58,7 +58,7 @@ def state(client) -> dict[str, tuple[set[str], bool, bool]]:
             p.managed_scan_config.diff_scan.enabled,
             p.managed_scan_config.full_scan.enabled,
         )
-        for p in client.iter_projects()
+        for p in client.items(client.list_projects)
     }
 
 

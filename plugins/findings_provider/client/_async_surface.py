@@ -9,18 +9,14 @@ Imported only under ``TYPE_CHECKING`` (the static base of ``AsyncFindingsClient`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, Literal, overload
+from collections.abc import Iterable
+from typing import Any
 
 from findings_provider.client.base import _BaseClient
-from findings_provider.client.endpoints import RawFindingsPage
 from findings_provider.client.models import (
     DependenciesPage,
-    Dependency,
     Deployment,
-    Finding,
     FindingsPage,
-    Lockfile,
     LockfilesPage,
     PingResponse,
     Policy,
@@ -29,12 +25,9 @@ from findings_provider.client.models import (
     ProjectDeleted,
     ProjectsPage,
     RepositoriesPage,
-    RepositorySummary,
-    Rule,
     SbomDocument,
     SbomExportState,
     SbomExportTask,
-    Scan,
     ScanDetails,
     ScansPage,
     SecretsPage,
@@ -61,22 +54,6 @@ class AsyncOperations(_BaseClient):
         dependency_filter: DependencyFilter | dict[str, Any] | None = ...,
     ) -> DependenciesPage: ...
 
-    def iter_dependency_pages(
-        self,
-        *,
-        page_size: int | None = ...,
-        dependency_filter: DependencyFilter | dict[str, Any] | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[DependenciesPage]: ...
-
-    def iter_dependencies(
-        self,
-        *,
-        page_size: int | None = ...,
-        dependency_filter: DependencyFilter | dict[str, Any] | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[Dependency]: ...
-
     async def list_repositories_with_dependencies(
         self,
         *,
@@ -85,27 +62,7 @@ class AsyncOperations(_BaseClient):
         dependency_filter: DependencyFilter | dict[str, Any] | None = ...,
     ) -> RepositoriesPage: ...
 
-    def iter_repository_pages(
-        self,
-        *,
-        page_size: int | None = ...,
-        dependency_filter: DependencyFilter | dict[str, Any] | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[RepositoriesPage]: ...
-
-    def iter_repositories_with_dependencies(
-        self,
-        *,
-        page_size: int | None = ...,
-        dependency_filter: DependencyFilter | dict[str, Any] | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[RepositorySummary]: ...
-
     async def search_scans(self, *, cursor: str | None = ..., **filters: Any) -> ScansPage: ...
-
-    def iter_scan_pages(self, *, start_cursor: str | None = ..., **filters: Any) -> AsyncIterator[ScansPage]: ...
-
-    def iter_scans(self, **filters: Any) -> AsyncIterator[Scan]: ...
 
     async def get_scan(self, scan_id: str | int) -> ScanDetails: ...
 
@@ -119,22 +76,6 @@ class AsyncOperations(_BaseClient):
         limit: int | None = ...,
     ) -> PolicyRulesPage: ...
 
-    def iter_policy_rule_pages(
-        self,
-        policy_id: str | int,
-        *,
-        limit: int | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[PolicyRulesPage]: ...
-
-    def iter_policy_rules(
-        self,
-        policy_id: str | int,
-        *,
-        limit: int | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[Rule]: ...
-
     async def update_rule_mode(self, policy_id: str | int, rule_path: str, mode: str) -> UpdatePolicyResponse: ...
 
     async def list_findings(
@@ -146,86 +87,13 @@ class AsyncOperations(_BaseClient):
         **filters: Any,
     ) -> FindingsPage: ...
 
-    @overload
-    def iter_finding_pages(
-        self,
-        issue_type: str = ...,
-        *,
-        page_size: int = ...,
-        start_page: int = ...,
-        raw: Literal[False] = ...,
-        **filters: Any,
-    ) -> AsyncIterator[FindingsPage]: ...
-
-    @overload
-    def iter_finding_pages(
-        self,
-        issue_type: str = ...,
-        *,
-        page_size: int = ...,
-        start_page: int = ...,
-        raw: Literal[True],
-        **filters: Any,
-    ) -> AsyncIterator[RawFindingsPage]: ...
-
-    def iter_finding_pages(
-        self,
-        issue_type: str = ...,
-        *,
-        page_size: int = ...,
-        start_page: int = ...,
-        raw: bool = ...,
-        **filters: Any,
-    ) -> AsyncIterator[FindingsPage] | AsyncIterator[RawFindingsPage]: ...
-
-    def iter_findings(
-        self,
-        issue_type: str = ...,
-        *,
-        page_size: int = ...,
-        start_page: int = ...,
-        **filters: Any,
-    ) -> AsyncIterator[Finding]: ...
-
     async def list_secrets(self, *, cursor: str | None = ..., limit: int | None = ...) -> SecretsPage: ...
-
-    @overload
-    def iter_secret_pages(
-        self,
-        *,
-        limit: int | None = ...,
-        start_cursor: str | None = ...,
-        raw: Literal[False] = ...,
-    ) -> AsyncIterator[SecretsPage]: ...
-
-    @overload
-    def iter_secret_pages(
-        self,
-        *,
-        limit: int | None = ...,
-        start_cursor: str | None = ...,
-        raw: Literal[True],
-    ) -> AsyncIterator[RawFindingsPage]: ...
-
-    def iter_secret_pages(
-        self,
-        *,
-        limit: int | None = ...,
-        start_cursor: str | None = ...,
-        raw: bool = ...,
-    ) -> AsyncIterator[SecretsPage] | AsyncIterator[RawFindingsPage]: ...
-
-    def iter_secrets(self, *, limit: int | None = ..., start_cursor: str | None = ...) -> AsyncIterator[Finding]: ...
 
     async def bulk_triage(self, request: TriageRequest | None = ..., /, **fields: Any) -> TriageResult: ...
 
     async def create_tickets(self, request: TicketRequest | None = ..., /, **fields: Any) -> TicketResult: ...
 
     async def list_projects(self, *, page: int = ..., page_size: int = ...) -> ProjectsPage: ...
-
-    def iter_project_pages(self, *, page_size: int = ..., start_page: int = ...) -> AsyncIterator[ProjectsPage]: ...
-
-    def iter_projects(self, *, page_size: int = ..., start_page: int = ...) -> AsyncIterator[Project]: ...
 
     async def set_managed_scans(
         self,
@@ -260,22 +128,6 @@ class AsyncOperations(_BaseClient):
         cursor: str | int | None = ...,
         page_size: int | None = ...,
     ) -> LockfilesPage: ...
-
-    def iter_lockfile_pages(
-        self,
-        repository_id: str | int,
-        *,
-        page_size: int | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[LockfilesPage]: ...
-
-    def iter_lockfiles(
-        self,
-        repository_id: str | int,
-        *,
-        page_size: int | None = ...,
-        start_cursor: str | None = ...,
-    ) -> AsyncIterator[Lockfile]: ...
 
     async def start_sbom_export(
         self,

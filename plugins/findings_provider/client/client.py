@@ -1,6 +1,7 @@
 """The findings API client: the operations of ``operations``, executed by a sync and an async transport.
 
-``FindingsClient._call`` returns the parsed result; ``AsyncFindingsClient._call`` returns an awaitable of it.
+``FindingsClient._call`` returns the parsed result; ``AsyncFindingsClient._call`` returns an awaitable of it; their
+``pages``, ``items`` and ``raw_pages`` drive the one pager (``pagination.Walk``) through any paginated operation.
 Checks and redaction (``security``), the judgement of each attempt (``base``), retries, error mapping and parsing
 (``transport``, ``endpoints``) are shared.
 """
@@ -9,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import httpx
 
-from findings_provider.client.endpoints import Call, Endpoint
-from findings_provider.client.models import Deployment
+from findings_provider.client.endpoints import Call, Endpoint, RawFindingsPage
+from findings_provider.client.models import Deployment, FindingsPage, SecretsPage
 from findings_provider.client.operations import DependencyFilterArg, _Operations
-from findings_provider.client.pagination import CursorPager, OffsetPager, P, Page
+from findings_provider.client.pagination import P, Page, Walk
 from findings_provider.client.security import (
     LOOPBACK_NAMES,
     MIN_TOKEN_LENGTH,
@@ -46,6 +47,8 @@ __all__ = [
 T = TypeVar("T")
 U = TypeVar("U")
 I = TypeVar("I")  # noqa: E741  an item of a page
+#: The arguments of a paginated operation, passed through ``pages``, ``items`` and ``raw_pages``.
+Args = ParamSpec("Args")
 
 
 class FindingsClient(_Operations):
@@ -115,24 +118,34 @@ class FindingsClient(_Operations):
             return Outcome(error=exc)
         return reader.outcome(response)
 
-    def _paginate(self, pager: OffsetPager[P] | CursorPager[P]) -> Iterator[P]:
-        call: Call[P] | None = pager.first
+    # -- the one pager (``pagination.Walk``), walked by blocking calls ---------------------------------------------
+
+    def pages(self, operation: Callable[Args, P], /, *args: Args.args, **kwargs: Args.kwargs) -> Iterator[P]:
+        """Every page of a paginated operation, lazily, from the page or cursor its arguments name (or the first)
+        to the last: ``client.pages(client.search_scans, branch="main")``. The first request is planned (and its
+        arguments validated) now; each is sent when the page is wanted."""
+        return self._pages(Walk(self, operation, args, kwargs))
+
+    def items(self, operation: Callable[Args, Page[I]], /, *args: Args.args, **kwargs: Args.kwargs) -> Iterator[I]:
+        """Every item of a paginated operation, lazily (one page held at a time); where the operation names what
+        identifies an item (findings, secrets, scans, projects), each once: ``client.items(client.list_findings,
+        "sca", page_size=3000)``."""
+        walk: Walk[Page[I]] = Walk(self, operation, args, kwargs)
+        return (item for page in self._pages(walk) for item in walk.new_items(page))
+
+    def raw_pages(
+        self, operation: Callable[Args, FindingsPage | SecretsPage], /, *args: Args.args, **kwargs: Args.kwargs
+    ) -> Iterator[RawFindingsPage]:
+        """Every page of findings or secrets as ``RawFindingsPage``s, whose ``items`` are the exact bytes of each
+        finding (the extraction fast path): ``client.raw_pages(client.list_findings, "sast", page_size=3000)``."""
+        return self._pages(Walk(self, operation, args, kwargs, raw=True))
+
+    def _pages(self, walk: Walk[P]) -> Iterator[P]:
+        call: Call[P] | None = walk.first
         while call is not None:
             page = self._call(call)
             yield page
-            call = pager.next(page)
-
-    def _items(self, pages: Iterator[Page[I]], key: Callable[[I], Hashable] | None = None) -> Iterator[I]:
-        seen: set[Hashable] = set()
-        for page in pages:
-            for item in page.items:
-                if key is not None:
-                    k = key(item)
-                    if k in seen:
-                        continue
-                    seen.add(k)
-                yield item
-
+            call = walk.next(page)
 
 if TYPE_CHECKING:
     # What type checkers see as the async client's base: ``_Operations`` with each result awaitable, generated from
@@ -215,23 +228,35 @@ class AsyncFindingsClient(_AsyncBase):
             return Outcome(error=exc)
         return reader.outcome(response)
 
-    async def _paginate(self, pager: OffsetPager[P] | CursorPager[P]) -> AsyncIterator[P]:
-        call: Call[P] | None = pager.first
+    # -- the one pager (``pagination.Walk``), walked by awaited calls ----------------------------------------------
+
+    def pages(
+        self, operation: Callable[Args, Awaitable[P]], /, *args: Args.args, **kwargs: Args.kwargs
+    ) -> AsyncIterator[P]:
+        """Every page of a paginated operation, lazily (``async for``); as ``FindingsClient.pages``."""
+        return self._pages(Walk(self, operation, args, kwargs))
+
+    def items(
+        self, operation: Callable[Args, Awaitable[Page[I]]], /, *args: Args.args, **kwargs: Args.kwargs
+    ) -> AsyncIterator[I]:
+        """Every item of a paginated operation, lazily (``async for``); as ``FindingsClient.items``."""
+        walk: Walk[Page[I]] = Walk(self, operation, args, kwargs)
+        return (item async for page in self._pages(walk) for item in walk.new_items(page))
+
+    def raw_pages(
+        self,
+        operation: Callable[Args, Awaitable[FindingsPage | SecretsPage]],
+        /,
+        *args: Args.args,
+        **kwargs: Args.kwargs,
+    ) -> AsyncIterator[RawFindingsPage]:
+        """Every page of findings or secrets as ``RawFindingsPage``s (``async for``); as
+        ``FindingsClient.raw_pages``."""
+        return self._pages(Walk(self, operation, args, kwargs, raw=True))
+
+    async def _pages(self, walk: Walk[P]) -> AsyncIterator[P]:
+        call: Call[P] | None = walk.first
         while call is not None:
             page = await self._call(call)
             yield page
-            call = pager.next(page)
-
-    async def _items(
-        self, pages: AsyncIterator[Page[I]], key: Callable[[I], Hashable] | None = None
-    ) -> AsyncIterator[I]:
-        seen: set[Hashable] = set()
-        async for page in pages:
-            for item in page.items:
-                if key is not None:
-                    k = key(item)
-                    if k in seen:
-                        continue
-                    seen.add(k)
-                yield item
-
+            call = walk.next(page)

@@ -1,39 +1,38 @@
 """Every API operation, once: ``_Operations`` builds a ``Call`` for each (validation happens here, before any
 request) and hands it to ``_call``, which the sync and async executors of ``client`` define.
 
-The annotations are the sync client's; the async client's are generated from them into ``_async_surface``
-(``python devtools/client_surface.py``).
+A paginated operation returns one page and says how it pages (``offset_paged``, ``cursor_paged``); the clients'
+``pages``, ``items`` and ``raw_pages`` walk any of them (``pagination``). The annotations are the sync client's;
+the async client's are generated from them into ``_async_surface`` (``python devtools/client_surface.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, overload
 
 from findings_provider.client import endpoints as ep
 from findings_provider.client import models as m
 from findings_provider.client import requests as rq
 from findings_provider.client.base import _BaseClient
-from findings_provider.client.endpoints import Call, RawFindingsPage, raw_findings_parser
+from findings_provider.client.endpoints import Call
 from findings_provider.client.errors import ValidationError
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
-from findings_provider.client.pagination import CursorPager, OffsetPager, P, Page
+from findings_provider.client.pagination import cursor_paged, offset_paged
 from findings_provider.client.security import check_download_url
 
 T = TypeVar("T")
 U = TypeVar("U")
-I = TypeVar("I")  # noqa: E741  an item of a page
 
 #: A dependency filter: the request model, or its fields as a dict (validated into it).
 DependencyFilterArg = rq.DependencyFilter | dict[str, Any] | None
 
 
 class _Operations(_BaseClient):
-    """Every API operation, defined once. ``_call`` and ``_paginate`` come from the sync or async subclass.
+    """Every API operation, defined once. ``_call`` comes from the sync or async subclass.
 
-    The annotations are the sync client's; the async client's (a coroutine of ``T`` for a call, an
-    ``AsyncIterator[T]`` for an iterator) are generated from them into ``_async_surface``
-    (``python devtools/client_surface.py``).
+    The annotations are the sync client's; the async client's (a coroutine of ``T`` for a call) are generated from
+    them into ``_async_surface`` (``python devtools/client_surface.py``).
     """
 
     @overload
@@ -45,12 +44,6 @@ class _Operations(_BaseClient):
     def _call(self, call: Call[Any], post: Callable[[Any], Any] | None = None) -> Any:
         raise NotImplementedError
 
-    def _paginate(self, pager: OffsetPager[P] | CursorPager[P]) -> Iterator[P]:
-        raise NotImplementedError
-
-    def _items(self, pages: Iterator[Page[I]], key: Callable[[I], Hashable] | None = None) -> Iterator[I]:
-        raise NotImplementedError
-
     # -- deployments (GET /api/v1/deployments) ------------------------------------------------------------------
 
     def list_deployments(self) -> list[m.Deployment]:
@@ -59,18 +52,7 @@ class _Operations(_BaseClient):
 
     # -- dependencies (4.1, 4.2): mixed pagination ---------------------------------------------------------------
 
-    def _dependencies_call(
-        self, cursor: str | None, page_size: int | None, dependency_filter: DependencyFilterArg
-    ) -> Call[m.DependenciesPage]:
-        q = rq.validate(
-            rq.DependenciesQuery,
-            "list dependencies",
-            cursor=cursor,
-            dependencyFilter=dependency_filter,
-            **({"pageSize": page_size} if page_size is not None else {}),
-        )
-        return Call(ep.DEPENDENCIES, json=self._with_deployment_id(q.body()))
-
+    @cursor_paged()
     def list_dependencies(
         self,
         *,
@@ -79,46 +61,16 @@ class _Operations(_BaseClient):
         dependency_filter: DependencyFilterArg = None,
     ) -> m.DependenciesPage:
         """One page of the dependency inventory (4.1). ``page_size`` 1-10000 (default 1000)."""
-        return self._call(self._dependencies_call(cursor, page_size, dependency_filter))
-
-    def iter_dependency_pages(
-        self,
-        *,
-        page_size: int | None = None,
-        dependency_filter: DependencyFilterArg = None,
-        start_cursor: str | None = None,
-    ) -> Iterator[m.DependenciesPage]:
-        """Pages of dependencies, lazily, from ``start_cursor`` (or the start) to ``hasMore: false``."""
-        return self._paginate(
-            CursorPager(lambda c: self._dependencies_call(c, page_size, dependency_filter), start_cursor)
-        )
-
-    def iter_dependencies(
-        self,
-        *,
-        page_size: int | None = None,
-        dependency_filter: DependencyFilterArg = None,
-        start_cursor: str | None = None,
-    ) -> Iterator[m.Dependency]:
-        """Every dependency, lazily (one page held at a time)."""
-        return self._items(
-            self.iter_dependency_pages(
-                page_size=page_size, dependency_filter=dependency_filter, start_cursor=start_cursor
-            )
-        )
-
-    def _repositories_call(
-        self, cursor: str | int | None, page_size: int | None, dependency_filter: DependencyFilterArg
-    ) -> Call[m.RepositoriesPage]:
         q = rq.validate(
-            rq.RepositoriesQuery,
-            "list repositories with dependencies",
-            cursor=int(cursor) if isinstance(cursor, str) and cursor.isdigit() else cursor,
+            rq.DependenciesQuery,
+            "list dependencies",
+            cursor=cursor,
             dependencyFilter=dependency_filter,
             **({"pageSize": page_size} if page_size is not None else {}),
         )
-        return Call(ep.DEPENDENCY_REPOSITORIES, json=self._with_deployment_id(q.body()))
+        return self._call(Call(ep.DEPENDENCIES, json=self._with_deployment_id(q.body())))
 
+    @cursor_paged()
     def list_repositories_with_dependencies(
         self,
         *,
@@ -127,33 +79,14 @@ class _Operations(_BaseClient):
         dependency_filter: DependencyFilterArg = None,
     ) -> m.RepositoriesPage:
         """One page of repositories with dependencies (4.2). ``page_size`` 1-100 (default 5)."""
-        return self._call(self._repositories_call(cursor, page_size, dependency_filter))
-
-    def iter_repository_pages(
-        self,
-        *,
-        page_size: int | None = None,
-        dependency_filter: DependencyFilterArg = None,
-        start_cursor: str | None = None,
-    ) -> Iterator[m.RepositoriesPage]:
-        """Pages of repositories with dependencies, lazily."""
-        return self._paginate(
-            CursorPager(lambda c: self._repositories_call(c, page_size, dependency_filter), start_cursor)
+        q = rq.validate(
+            rq.RepositoriesQuery,
+            "list repositories with dependencies",
+            cursor=int(cursor) if isinstance(cursor, str) and cursor.isdigit() else cursor,
+            dependencyFilter=dependency_filter,
+            **({"pageSize": page_size} if page_size is not None else {}),
         )
-
-    def iter_repositories_with_dependencies(
-        self,
-        *,
-        page_size: int | None = None,
-        dependency_filter: DependencyFilterArg = None,
-        start_cursor: str | None = None,
-    ) -> Iterator[m.RepositorySummary]:
-        """Every repository summary, lazily."""
-        return self._items(
-            self.iter_repository_pages(
-                page_size=page_size, dependency_filter=dependency_filter, start_cursor=start_cursor
-            )
-        )
+        return self._call(Call(ep.DEPENDENCY_REPOSITORIES, json=self._with_deployment_id(q.body())))
 
     def _with_deployment_id(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.deployment_id:
@@ -162,22 +95,12 @@ class _Operations(_BaseClient):
 
     # -- scans (4.3, 4.4) ---------------------------------------------------------------------------------------
 
-    def _scans_call(self, cursor: str | None, filters: dict[str, Any]) -> Call[m.ScansPage]:
-        q = rq.validate(rq.ScanSearch, "search scans", cursor=cursor, **filters)
-        return Call(ep.SCANS_SEARCH, json=self._with_deployment_id(q.body()))
-
+    @cursor_paged(key=lambda s: s.id)
     def search_scans(self, *, cursor: str | None = None, **filters: Any) -> m.ScansPage:
         """One page of scan search (4.3). Filters: since, statuses, repository_id, branch, is_full_scan, products,
         total_time, limit (1-500, default 100)."""
-        return self._call(self._scans_call(cursor, filters))
-
-    def iter_scan_pages(self, *, start_cursor: str | None = None, **filters: Any) -> Iterator[m.ScansPage]:
-        """Pages of scan search results, lazily, to the end of the cursor chain."""
-        return self._paginate(CursorPager(lambda c: self._scans_call(c, filters), start_cursor))
-
-    def iter_scans(self, **filters: Any) -> Iterator[m.Scan]:
-        """Every scan matching the filters, lazily."""
-        return self._items(self.iter_scan_pages(**filters), key=lambda s: s.id)
+        q = rq.validate(rq.ScanSearch, "search scans", cursor=cursor, **filters)
+        return self._call(Call(ep.SCANS_SEARCH, json=self._with_deployment_id(q.body())))
 
     def get_scan(self, scan_id: str | int) -> m.ScanDetails:
         """Details of one scan (4.4); ``.status`` is derived (the service sends none here)."""
@@ -189,29 +112,15 @@ class _Operations(_BaseClient):
         """The deployment's policies (where policy ids are found)."""
         return self._call(Call(ep.POLICIES_LIST), post=lambda r: r.policies)
 
-    def _rules_call(self, policy_id: str, cursor: str | None, limit: int | None) -> Call[m.PolicyRulesPage]:
-        limits = {"limit": limit} if limit is not None else {}
-        q = rq.validate(rq.PolicyRulesQuery, "list policy rules", cursor=cursor, **limits)
-        return Call(ep.POLICY_RULES, {"policy_id": policy_id}, params=list(q.body().items()))
-
+    @cursor_paged()
     def list_policy_rules(
         self, policy_id: str | int, *, cursor: str | None = None, limit: int | None = None
     ) -> m.PolicyRulesPage:
         """One page of a policy's rules (4.5). ``limit`` up to 2000 (default 500)."""
-        return self._call(self._rules_call(_digits("policy_id", policy_id), cursor, limit))
-
-    def iter_policy_rule_pages(
-        self, policy_id: str | int, *, limit: int | None = None, start_cursor: str | None = None
-    ) -> Iterator[m.PolicyRulesPage]:
-        """Pages of a policy's rules, lazily."""
         pid = _digits("policy_id", policy_id)
-        return self._paginate(CursorPager(lambda c: self._rules_call(pid, c, limit), start_cursor))
-
-    def iter_policy_rules(
-        self, policy_id: str | int, *, limit: int | None = None, start_cursor: str | None = None
-    ) -> Iterator[m.Rule]:
-        """Every rule of a policy, lazily."""
-        return self._items(self.iter_policy_rule_pages(policy_id, limit=limit, start_cursor=start_cursor))
+        limits = {"limit": limit} if limit is not None else {}
+        q = rq.validate(rq.PolicyRulesQuery, "list policy rules", cursor=cursor, **limits)
+        return self._call(Call(ep.POLICY_RULES, {"policy_id": pid}, params=list(q.body().items())))
 
     def update_rule_mode(self, policy_id: str | int, rule_path: str, mode: str) -> m.UpdatePolicyResponse:
         """Set one rule's mode (4.6); returns the updated rule."""
@@ -227,8 +136,14 @@ class _Operations(_BaseClient):
 
     # -- findings (4.8) -----------------------------------------------------------------------------------------
 
-    def _findings_query(self, issue_type: str, page: int, page_size: int, filters: dict[str, Any]) -> rq.FindingsQuery:
-        return rq.validate(
+    @offset_paged(key=lambda f: f.id, walk_size=FINDINGS_PAGE_SIZE.maximum, raw=True)
+    def list_findings(
+        self, issue_type: str = "sast", *, page: int = 0, page_size: int = 100, **filters: Any
+    ) -> m.FindingsPage:
+        """One page of code (``sast``) or supply-chain (``sca``) findings with the filters of 4.8. A walk of them
+        asks for the largest page (``FINDINGS_PAGE_SIZE``) unless ``page_size`` is given, and yields each finding
+        once (by id): the result set moves while paging."""
+        q = rq.validate(
             rq.FindingsQuery,
             "list findings",
             issue_type=issue_type,
@@ -236,121 +151,16 @@ class _Operations(_BaseClient):
             page_size=page_size,
             **filters,
         )
-
-    def _findings_call(
-        self, issue_type: str, page: int, page_size: int, filters: dict[str, Any]
-    ) -> Call[m.FindingsPage]:
-        return Call(ep.FINDINGS, params=self._findings_query(issue_type, page, page_size, filters).params())
-
-    def _raw_findings_call(
-        self, issue_type: str, page: int, page_size: int, filters: dict[str, Any]
-    ) -> Call[RawFindingsPage]:
-        q = self._findings_query(issue_type, page, page_size, filters)
-        return Call(ep.FINDINGS, params=q.params(), parser=raw_findings_parser(ep.FINDINGS))
-
-    def list_findings(
-        self, issue_type: str = "sast", *, page: int = 0, page_size: int = 100, **filters: Any
-    ) -> m.FindingsPage:
-        """One page of code (``sast``) or supply-chain (``sca``) findings with the filters of 4.8."""
-        return self._call(self._findings_call(issue_type, page, page_size, filters))
-
-    @overload
-    def iter_finding_pages(
-        self,
-        issue_type: str = ...,
-        *,
-        page_size: int = ...,
-        start_page: int = ...,
-        raw: Literal[False] = ...,
-        **filters: Any,
-    ) -> Iterator[m.FindingsPage]: ...
-
-    @overload
-    def iter_finding_pages(
-        self,
-        issue_type: str = ...,
-        *,
-        page_size: int = ...,
-        start_page: int = ...,
-        raw: Literal[True],
-        **filters: Any,
-    ) -> Iterator[RawFindingsPage]: ...
-
-    def iter_finding_pages(
-        self,
-        issue_type: str = "sast",
-        *,
-        page_size: int = FINDINGS_PAGE_SIZE.maximum,
-        start_page: int = 0,
-        raw: bool = False,
-        **filters: Any,
-    ) -> Iterator[m.FindingsPage] | Iterator[RawFindingsPage]:
-        """Pages of findings, lazily, from ``start_page`` until a short or empty page.
-
-        With ``raw=True`` each page is a ``RawFindingsPage`` whose ``items`` are the exact bytes of each finding
-        (the extraction fast path); otherwise a typed ``FindingsPage``.
-        """
-        if raw:
-            return self._paginate(
-                OffsetPager(
-                    lambda p: self._raw_findings_call(issue_type, p, page_size, filters), page_size, start_page
-                )
-            )
-        return self._paginate(
-            OffsetPager(lambda p: self._findings_call(issue_type, p, page_size, filters), page_size, start_page)
-        )
-
-    def iter_findings(
-        self,
-        issue_type: str = "sast",
-        *,
-        page_size: int = FINDINGS_PAGE_SIZE.maximum,
-        start_page: int = 0,
-        **filters: Any,
-    ) -> Iterator[m.Finding]:
-        """Every finding, lazily, de-duplicated by id within the run (the result set moves while paging)."""
-        pages = self.iter_finding_pages(issue_type, page_size=page_size, start_page=start_page, raw=False, **filters)
-        return self._items(pages, key=lambda f: f.id)
+        return self._call(Call(ep.FINDINGS, params=q.params()))
 
     # -- secrets (4.15): cursor pagination -------------------------------------------------------------------------
 
-    def _secrets_query(self, cursor: str | None, limit: int | None) -> rq.SecretsQuery:
-        limits = {"limit": limit} if limit is not None else {}
-        return rq.validate(rq.SecretsQuery, "list secrets", cursor=cursor, **limits)
-
-    def _secrets_call(self, cursor: str | None, limit: int | None) -> Call[m.SecretsPage]:
-        return Call(ep.SECRETS, params=list(self._secrets_query(cursor, limit).body().items()))
-
-    def _raw_secrets_call(self, cursor: str | None, limit: int | None) -> Call[RawFindingsPage]:
-        params = list(self._secrets_query(cursor, limit).body().items())
-        return Call(ep.SECRETS, params=params, parser=raw_findings_parser(ep.SECRETS))
-
+    @cursor_paged(key=lambda f: f.id, raw=True)
     def list_secrets(self, *, cursor: str | None = None, limit: int | None = None) -> m.SecretsPage:
-        """One page of secrets findings (4.15)."""
-        return self._call(self._secrets_call(cursor, limit))
-
-    @overload
-    def iter_secret_pages(
-        self, *, limit: int | None = ..., start_cursor: str | None = ..., raw: Literal[False] = ...
-    ) -> Iterator[m.SecretsPage]: ...
-
-    @overload
-    def iter_secret_pages(
-        self, *, limit: int | None = ..., start_cursor: str | None = ..., raw: Literal[True]
-    ) -> Iterator[RawFindingsPage]: ...
-
-    def iter_secret_pages(
-        self, *, limit: int | None = None, start_cursor: str | None = None, raw: bool = False
-    ) -> Iterator[m.SecretsPage] | Iterator[RawFindingsPage]:
-        """Pages of secrets findings, lazily, until the cursor runs out."""
-        if raw:
-            return self._paginate(CursorPager(lambda c: self._raw_secrets_call(c, limit), start_cursor))
-        return self._paginate(CursorPager(lambda c: self._secrets_call(c, limit), start_cursor))
-
-    def iter_secrets(self, *, limit: int | None = None, start_cursor: str | None = None) -> Iterator[m.Finding]:
-        """Every secrets finding, lazily, de-duplicated by id."""
-        pages = self.iter_secret_pages(limit=limit, start_cursor=start_cursor, raw=False)
-        return self._items(pages, key=lambda f: f.id)
+        """One page of secrets findings (4.15). A walk of them yields each finding once (by id)."""
+        limits = {"limit": limit} if limit is not None else {}
+        q = rq.validate(rq.SecretsQuery, "list secrets", cursor=cursor, **limits)
+        return self._call(Call(ep.SECRETS, params=list(q.body().items())))
 
     # -- bulk triage (4.10) and tickets (4.7) ----------------------------------------------------------------------
 
@@ -377,22 +187,11 @@ class _Operations(_BaseClient):
 
     # -- projects (4.9, 4.12, 4.13, list) ------------------------------------------------------------------------
 
-    def _projects_call(self, page: int, page_size: int) -> Call[m.ProjectsPage]:
-        q = rq.validate(rq.ProjectsQuery, "list projects", page=page, page_size=page_size)
-        return Call(ep.PROJECTS, params=list(q.body().items()))
-
+    @offset_paged(key=lambda p: p.name)
     def list_projects(self, *, page: int = 0, page_size: int = 100) -> m.ProjectsPage:
-        """One page of the deployment's projects."""
-        return self._call(self._projects_call(page, page_size))
-
-    def iter_project_pages(self, *, page_size: int = 100, start_page: int = 0) -> Iterator[m.ProjectsPage]:
-        """Pages of projects, lazily, until a short page."""
-        return self._paginate(OffsetPager(lambda p: self._projects_call(p, page_size), page_size, start_page))
-
-    def iter_projects(self, *, page_size: int = 100, start_page: int = 0) -> Iterator[m.Project]:
-        """Every project, lazily."""
-        pages = self.iter_project_pages(page_size=page_size, start_page=start_page)
-        return self._items(pages, key=lambda p: p.name)
+        """One page of the deployment's projects. A walk of them yields each project once (by name)."""
+        q = rq.validate(rq.ProjectsQuery, "list projects", page=page, page_size=page_size)
+        return self._call(Call(ep.PROJECTS, params=list(q.body().items())))
 
     def set_managed_scans(
         self, project_name: str, *, diff_scan: bool | None = None, full_scan: bool | None = None
@@ -463,9 +262,11 @@ class _Operations(_BaseClient):
 
     # -- lockfiles of a repository: mixed pagination ----------------------------------------------------------------
 
-    def _lockfiles_call(
-        self, repository_id: str | int, cursor: str | int | None, page_size: int | None
-    ) -> Call[m.LockfilesPage]:
+    @cursor_paged()
+    def list_lockfiles(
+        self, repository_id: str | int, *, cursor: str | int | None = None, page_size: int | None = None
+    ) -> m.LockfilesPage:
+        """One page of a repository's lockfiles (path and number of dependencies each)."""
         q = rq.validate(
             rq.LockfilesQuery,
             "list lockfiles",
@@ -474,27 +275,7 @@ class _Operations(_BaseClient):
             **({"pageSize": page_size} if page_size is not None else {}),
         )
         # the supply-chain endpoints need a JSON body: {} when nothing is set
-        return Call(ep.LOCKFILES, {"repository_id": q.repository_id}, json=q.body())
-
-    def list_lockfiles(
-        self, repository_id: str | int, *, cursor: str | int | None = None, page_size: int | None = None
-    ) -> m.LockfilesPage:
-        """One page of a repository's lockfiles (path and number of dependencies each)."""
-        return self._call(self._lockfiles_call(repository_id, cursor, page_size))
-
-    def iter_lockfile_pages(
-        self, repository_id: str | int, *, page_size: int | None = None, start_cursor: str | None = None
-    ) -> Iterator[m.LockfilesPage]:
-        """Pages of a repository's lockfiles, lazily, to ``hasMore: false`` (or an empty cursor or page)."""
-        return self._paginate(
-            CursorPager(lambda c: self._lockfiles_call(repository_id, c, page_size), start_cursor)
-        )
-
-    def iter_lockfiles(
-        self, repository_id: str | int, *, page_size: int | None = None, start_cursor: str | None = None
-    ) -> Iterator[m.Lockfile]:
-        """Every lockfile of a repository, lazily."""
-        return self._items(self.iter_lockfile_pages(repository_id, page_size=page_size, start_cursor=start_cursor))
+        return self._call(Call(ep.LOCKFILES, {"repository_id": q.repository_id}, json=q.body()))
 
     # -- SBOM export: start, poll, download ------------------------------------------------------------------------
 
