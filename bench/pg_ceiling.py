@@ -38,7 +38,7 @@ def load_rows(args: argparse.Namespace) -> list[tuple[Any, ...]]:
     with FindingsClient(args.base_url, args.token, deployment_id=args.deployment_id,
                         deployment_slug=args.slug) as client:
         for issue_type in ISSUE_TYPES:
-            for page in client.iter_finding_pages(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, raw=True):
+            for page in client.raw_pages(client.list_findings, issue_type, page_size=FINDINGS_PAGE_SIZE.maximum):
                 rows.extend(finding_rows(issue_type, page.items))
                 if len(rows) >= args.sample:
                     return rows[: args.sample]

@@ -99,8 +99,11 @@ def service_state(client: FindingsClient, issue_type: str) -> dict[int, tuple[An
     from findings_provider.pipeline.ticket_outcomes import ticket_of
 
     out = {}
-    pages = client.iter_secrets() if issue_type == "secrets" else client.iter_findings(issue_type, page_size=3000)
-    for f in pages:
+    if issue_type == "secrets":
+        findings = client.items(client.list_secrets)
+    else:
+        findings = client.items(client.list_findings, issue_type, page_size=3000)
+    for f in findings:
         ticket = ticket_of(f)
         out[f.id] = (f.status, f.triage_state, f.triage_reason, None if ticket is None else int(ticket["id"]))
     return out

@@ -57,7 +57,7 @@ def make_client(emu: EmulatorProcess, max_retries: int = 4, total_timeout: float
 def pull(client: FindingsClient, issue_type: str) -> dict[int, dict[str, Any]]:
     """Every finding through the extraction fast path (raw pages), each id once."""
     found: dict[int, dict[str, Any]] = {}
-    for page in client.iter_finding_pages(issue_type, page_size=PAGE_SIZE, raw=True):
+    for page in client.raw_pages(client.list_findings, issue_type, page_size=PAGE_SIZE):
         for item in page.items:
             finding = json.loads(bytes(item))
             assert finding["id"] not in found, f"{finding['id']} pulled twice"

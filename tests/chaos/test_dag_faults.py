@@ -283,7 +283,7 @@ def open_outcomes(path: Path) -> dict[int, str]:
 
 def search_all_scans(emu: EmulatorProcess) -> dict[str, dict[str, Any]]:
     with api_client(emu) as client:
-        return {str(s.id): s.model_dump(mode="json") for s in client.iter_scans(limit=500)}
+        return {str(s.id): s.model_dump(mode="json") for s in client.items(client.search_scans, limit=500)}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -4,11 +4,16 @@ repositories); lazy iteration, de-duplication, raw pages and the async iterators
 from __future__ import annotations
 
 import json
+import typing
 
 import msgspec
 import pytest
 from findings_provider.client import PaginationError, RawFindingsPage
 from findings_provider.client.models import FindingsPage
+from findings_provider.client.operations import _Operations
+from findings_provider.client.pagination import PAGINATED
+
+from devtools import client_surface
 
 from . import payloads as p
 from .conftest import Recorder, collect_async, raw
@@ -32,7 +37,8 @@ def test_findings_offset_three_pages_last_short(make_client) -> None:
     rec = Recorder(
         findings_page(range(0, 100)), findings_page(range(100, 200)), findings_page(range(200, 237))
     )
-    pages = list(make_client(rec).iter_finding_pages("sast", page_size=100, severities=["high"]))
+    client = make_client(rec)
+    pages = list(client.pages(client.list_findings, "sast", page_size=100, severities=["high"]))
     assert [len(pg.items) for pg in pages] == [100, 100, 37]
     assert all(isinstance(pg, FindingsPage) for pg in pages)
     assert page_params(rec) == [("0", "100"), ("1", "100"), ("2", "100")]
@@ -41,7 +47,8 @@ def test_findings_offset_three_pages_last_short(make_client) -> None:
 
 def test_findings_exactly_full_last_page_needs_one_empty_page(make_client) -> None:
     rec = Recorder(findings_page(range(0, 100)), findings_page(range(100, 200)), findings_page([]))
-    items = list(make_client(rec).iter_findings("sca", page_size=100))
+    client = make_client(rec)
+    items = list(client.items(client.list_findings, "sca", page_size=100))
     assert [f.id for f in items] == list(range(200))
     assert page_params(rec) == [("0", "100"), ("1", "100"), ("2", "100")]
     assert all(r.url.params["issue_type"] == "sca" for r in rec.requests)
@@ -49,7 +56,8 @@ def test_findings_exactly_full_last_page_needs_one_empty_page(make_client) -> No
 
 def test_findings_empty_first_page(make_client) -> None:
     rec = Recorder(findings_page([]))
-    assert list(make_client(rec).iter_findings("sast")) == []
+    client = make_client(rec)
+    assert list(client.items(client.list_findings, "sast")) == []
     assert rec.count == 1
     assert rec.last.url.params["page"] == "0"
     assert rec.last.url.params["page_size"] == "3000"  # the default page size of the iterator
@@ -57,7 +65,8 @@ def test_findings_empty_first_page(make_client) -> None:
 
 def test_findings_start_page_resumes(make_client) -> None:
     rec = Recorder(findings_page(range(500, 600)), findings_page(range(600, 610)))
-    items = list(make_client(rec).iter_findings("sast", page_size=100, start_page=5))
+    client = make_client(rec)
+    items = list(client.items(client.list_findings, "sast", page_size=100, page=5))
     assert [f.id for f in items] == list(range(500, 610))
     assert page_params(rec) == [("5", "100"), ("6", "100")]
 
@@ -67,14 +76,16 @@ def test_iter_findings_deduplicates_ids_across_pages(make_client) -> None:
     rec = Recorder(
         findings_page(range(0, 100), "flat"), findings_page(range(99, 199), "flat"), findings_page([])
     )
-    ids = [f.id for f in make_client(rec).iter_findings("sast", page_size=100)]
+    client = make_client(rec)
+    ids = [f.id for f in client.items(client.list_findings, "sast", page_size=100)]
     assert ids == list(range(0, 199))
     assert rec.count == 3
 
 
 def test_iterators_are_lazy(make_client) -> None:
     rec = Recorder(findings_page(range(0, 100)), findings_page(range(100, 150)))
-    items = make_client(rec).iter_findings("sast", page_size=100)
+    client = make_client(rec)
+    items = client.items(client.list_findings, "sast", page_size=100)
     assert rec.count == 0  # nothing requested before iteration
     first = next(items)
     assert first.id == 0
@@ -90,7 +101,8 @@ def test_iterators_are_lazy(make_client) -> None:
 
 def test_page_iterator_is_lazy_one_request_per_step(make_client) -> None:
     rec = Recorder({"scans": [p.scan("1")], "cursor": "c2"}, {"scans": [p.scan("2")], "cursor": "c3"})
-    pages = make_client(rec).iter_scan_pages(limit=1)
+    client = make_client(rec)
+    pages = client.pages(client.search_scans, limit=1)
     assert rec.count == 0
     next(pages)
     assert rec.count == 1
@@ -103,7 +115,8 @@ def test_raw_pages_keep_the_exact_bytes_of_each_finding(make_client) -> None:
     second = b'{"id":2,"nested":{"a":[1,2.50,true]}}'
     body = b'{"sastFindings": {"findings": [' + first + b" ,\n " + second + b"]}}"
     rec = Recorder(raw(body))
-    pages = list(make_client(rec).iter_finding_pages("sast", page_size=100, raw=True))
+    client = make_client(rec)
+    pages = list(client.raw_pages(client.list_findings, "sast", page_size=100))
     assert len(pages) == 1
     assert isinstance(pages[0], RawFindingsPage)
     assert [bytes(item) for item in pages[0].items] == [first, second]
@@ -113,7 +126,8 @@ def test_raw_pages_keep_the_exact_bytes_of_each_finding(make_client) -> None:
 def test_raw_pages_flat_shape_paginate(make_client) -> None:
     full = json.dumps({"findings": [{"id": i} for i in range(100)]}).encode()
     rec = Recorder(raw(full), raw(b'{"findings": [{"id": 100}]}'))
-    pages = list(make_client(rec).iter_finding_pages("sca", page_size=100, raw=True))
+    client = make_client(rec)
+    pages = list(client.raw_pages(client.list_findings, "sca", page_size=100))
     assert [len(pg.items) for pg in pages] == [100, 1]
     assert bytes(pages[1].items[0]) == b'{"id": 100}'
     assert page_params(rec) == [("0", "100"), ("1", "100")]
@@ -127,7 +141,8 @@ def test_projects_offset_until_short_page(make_client) -> None:
         {"projects": [p.project(f"org/r{i}") for i in range(2)]},
         {"projects": [p.project("org/r2")]},
     )
-    names = [pr.name for pr in make_client(rec).iter_projects(page_size=2)]
+    client = make_client(rec)
+    names = [pr.name for pr in client.items(client.list_projects, page_size=2)]
     assert names == ["org/r0", "org/r1", "org/r2"]
     assert page_params(rec) == [("0", "2"), ("1", "2")]
 
@@ -141,7 +156,8 @@ def test_scans_cursor_to_the_end(make_client) -> None:
         {"scans": [p.scan("3")], "cursor": "c3"},
         {"scans": [p.scan("4")], "cursor": ""},
     )
-    ids = [s.id for s in make_client(rec).iter_scans(branch="main")]
+    client = make_client(rec)
+    ids = [s.id for s in client.items(client.search_scans, branch="main")]
     assert ids == ["1", "2", "3", "4"]
     bodies = [json.loads(r.content) for r in rec.requests]
     assert [b.get("cursor") for b in bodies] == [None, "c2", "c3"]
@@ -150,13 +166,15 @@ def test_scans_cursor_to_the_end(make_client) -> None:
 
 def test_scans_stop_when_cursor_absent(make_client) -> None:
     rec = Recorder({"scans": [p.scan("1")], "cursor": "c2"}, {"scans": [p.scan("2")]})
-    assert [s.id for s in make_client(rec).iter_scans()] == ["1", "2"]
+    client = make_client(rec)
+    assert [s.id for s in client.items(client.search_scans)] == ["1", "2"]
     assert rec.count == 2
 
 
 def test_scans_start_cursor_resumes(make_client) -> None:
     rec = Recorder({"scans": [p.scan("7")], "cursor": None})
-    assert [s.id for s in make_client(rec).iter_scans(start_cursor="c7")] == ["7"]
+    client = make_client(rec)
+    assert [s.id for s in client.items(client.search_scans, cursor="c7")] == ["7"]
     assert rec.json(0)["cursor"] == "c7"
 
 
@@ -166,7 +184,8 @@ def test_policy_rules_cursor_in_query(make_client) -> None:
         {"cursor": "r3", "policy": p.policy(), "rules": [p.rule(id="b")]},
         {"cursor": "", "policy": p.policy(), "rules": [p.rule(id="c")]},
     )
-    rules = list(make_client(rec).iter_policy_rules(9, limit=1))
+    client = make_client(rec)
+    rules = list(client.items(client.list_policy_rules, 9, limit=1))
     assert [r.id for r in rules] == ["a", "b", "c"]
     assert [r.url.params.get("cursor") for r in rec.requests] == [None, "r2", "r3"]
     assert all(r.url.path == "/api/v1/deployments/42/policies/9" for r in rec.requests)
@@ -175,7 +194,8 @@ def test_policy_rules_cursor_in_query(make_client) -> None:
 
 def test_policy_rules_start_cursor(make_client) -> None:
     rec = Recorder({"cursor": "", "rules": [p.rule()]})
-    list(make_client(rec).iter_policy_rule_pages("9", start_cursor="r5"))
+    client = make_client(rec)
+    list(client.pages(client.list_policy_rules, "9", cursor="r5"))
     assert rec.last.url.params["cursor"] == "r5"
 
 
@@ -185,21 +205,24 @@ def test_secrets_cursor_to_the_end_and_dedup(make_client) -> None:
         {"findings": [{"id": 2}, {"id": 3}], "cursor": "s3"},
         {"findings": [], "cursor": "s4"},  # an empty page ends the chain even with a cursor
     )
-    assert [f.id for f in make_client(rec).iter_secrets(limit=2)] == [1, 2, 3]
+    client = make_client(rec)
+    assert [f.id for f in client.items(client.list_secrets, limit=2)] == [1, 2, 3]
     assert [r.url.params.get("cursor") for r in rec.requests] == [None, "s2", "s3"]
     assert all(r.url.path == "/api/v1/deployments/42/secrets" for r in rec.requests)
 
 
 def test_secrets_raw_pages_follow_the_cursor(make_client) -> None:
     rec = Recorder(raw(b'{"secrets": [{"id": 1}], "nextCursor": 5}'), raw(b'{"secrets": [{"id": 2}]}'))
-    pages = list(make_client(rec).iter_secret_pages(raw=True, start_cursor="s1"))
+    client = make_client(rec)
+    pages = list(client.raw_pages(client.list_secrets, cursor="s1"))
     assert [bytes(pg.items[0]) for pg in pages] == [b'{"id": 1}', b'{"id": 2}']
     assert [r.url.params.get("cursor") for r in rec.requests] == ["s1", "5"]
 
 
 def test_repeated_cursor_is_a_pagination_error(make_client) -> None:
     rec = Recorder({"scans": [p.scan("1")], "cursor": "c2"}, {"scans": [p.scan("2")], "cursor": "c2"})
-    pages = make_client(rec).iter_scan_pages()
+    client = make_client(rec)
+    pages = client.pages(client.search_scans)
     assert next(pages).items[0].id == "1"
     assert next(pages).items[0].id == "2"
     with pytest.raises(PaginationError, match="'c2' twice"):
@@ -209,8 +232,9 @@ def test_repeated_cursor_is_a_pagination_error(make_client) -> None:
 
 def test_cursor_equal_to_start_cursor_is_a_pagination_error(make_client) -> None:
     rec = Recorder({"cursor": "r5", "rules": [p.rule()]})
+    client = make_client(rec)
     with pytest.raises(PaginationError, match="r5"):
-        list(make_client(rec).iter_policy_rules(9, start_cursor="r5"))
+        list(client.items(client.list_policy_rules, 9, cursor="r5"))
     assert rec.count == 1
 
 
@@ -220,8 +244,9 @@ def test_cursor_cycle_is_detected(make_client) -> None:
         {"findings": [{"id": 2}], "cursor": "b"},
         {"findings": [{"id": 3}], "cursor": "a"},
     )
+    client = make_client(rec)
     with pytest.raises(PaginationError):
-        list(make_client(rec).iter_secrets())
+        list(client.items(client.list_secrets))
     assert rec.count == 3
 
 
@@ -234,7 +259,8 @@ def test_dependencies_has_more_decides(make_client) -> None:
         {"dependencies": [{"id": "2", "name": "b"}], "cursor": "200", "hasMore": True},
         {"dependencies": [{"id": "3", "name": "c"}], "cursor": "300", "hasMore": False},
     )
-    deps = list(make_client(rec).iter_dependencies(page_size=1, dependency_filter={"name": "x"}))
+    client = make_client(rec)
+    deps = list(client.items(client.list_dependencies, page_size=1, dependency_filter={"name": "x"}))
     assert [d.name for d in deps] == ["a", "b", "c"]
     bodies = [json.loads(r.content) for r in rec.requests]
     assert [b.get("cursor") for b in bodies] == [None, "100", "200"]
@@ -247,7 +273,8 @@ def test_repositories_numeric_cursor(make_client) -> None:
         {"repositorySummaries": [{"id": 1, "name": "org/a"}], "cursor": 5, "hasMore": True},
         {"repositorySummaries": [{"id": 2, "name": "org/b"}], "cursor": 10, "hasMore": False},
     )
-    repos = list(make_client(rec).iter_repositories_with_dependencies(page_size=1))
+    client = make_client(rec)
+    repos = list(client.items(client.list_repositories_with_dependencies, page_size=1))
     assert [r.name for r in repos] == ["org/a", "org/b"]
     cursors = [json.loads(r.content).get("cursor") for r in rec.requests]
     assert cursors == [None, 5]
@@ -256,7 +283,8 @@ def test_repositories_numeric_cursor(make_client) -> None:
 
 def test_repositories_start_cursor(make_client) -> None:
     rec = Recorder({"repositorySummaries": [], "cursor": 0, "hasMore": False})
-    list(make_client(rec).iter_repository_pages(start_cursor="25"))
+    client = make_client(rec)
+    list(client.pages(client.list_repositories_with_dependencies, cursor="25"))
     assert rec.json()["cursor"] == 25
 
 
@@ -266,7 +294,7 @@ def test_repositories_start_cursor(make_client) -> None:
 def test_async_findings_iteration(make_async_client) -> None:
     rec = Recorder(findings_page(range(0, 100)), findings_page(range(99, 150)))
     client = make_async_client(rec)
-    items = collect_async(lambda: client.iter_findings("sast", page_size=100), client)
+    items = collect_async(lambda: client.items(client.list_findings, "sast", page_size=100), client)
     assert [f.id for f in items] == list(range(150))
     assert page_params(rec) == [("0", "100"), ("1", "100")]
 
@@ -274,20 +302,20 @@ def test_async_findings_iteration(make_async_client) -> None:
 def test_async_cursor_iteration_and_pagination_error(make_async_client) -> None:
     rec = Recorder({"scans": [p.scan("1")], "cursor": "c2"}, {"scans": [p.scan("2")], "cursor": ""})
     client = make_async_client(rec)
-    scans = collect_async(lambda: client.iter_scans(), client)
+    scans = collect_async(lambda: client.items(client.search_scans), client)
     assert [s.id for s in scans] == ["1", "2"]
     assert [json.loads(r.content).get("cursor") for r in rec.requests] == [None, "c2"]
 
     rec2 = Recorder({"scans": [p.scan("1")], "cursor": "c2"}, {"scans": [p.scan("2")], "cursor": "c2"})
     client2 = make_async_client(rec2)
     with pytest.raises(PaginationError):
-        collect_async(lambda: client2.iter_scan_pages(), client2)
+        collect_async(lambda: client2.pages(client2.search_scans), client2)
 
 
 def test_async_raw_pages_and_laziness(make_async_client) -> None:
     rec = Recorder(raw(b'{"findings": [{"id": 7}]}'))
     client = make_async_client(rec)
-    iterator = client.iter_finding_pages("sast", raw=True)
+    iterator = client.raw_pages(client.list_findings, "sast")
     assert rec.count == 0
     pages = collect_async(lambda: iterator, client)
     assert [bytes(i) for i in pages[0].items] == [b'{"id": 7}']
@@ -300,7 +328,7 @@ def test_async_mixed_pagination(make_async_client) -> None:
         {"dependencies": [{"id": "2"}], "cursor": "10", "hasMore": False},
     )
     client = make_async_client(rec)
-    deps = collect_async(lambda: client.iter_dependencies(), client)
+    deps = collect_async(lambda: client.items(client.list_dependencies), client)
     assert [d.id for d in deps] == ["1", "2"]
     assert [json.loads(r.content).get("cursor") for r in rec.requests] == [None, "9"]
 
@@ -313,19 +341,22 @@ def test_offset_page_ignored_by_the_server_is_a_pagination_error(make_client) ->
     answers only: a fourth request fails the test)."""
     same = findings_page(range(0, 100))
     rec = Recorder(same, same, same)
+    client = make_client(rec)
     with pytest.raises(PaginationError, match=r"page 1 repeats page 0 exactly") as info:
-        list(make_client(rec).iter_findings("sast", page_size=100))
+        list(client.items(client.list_findings, "sast", page_size=100))
     assert info.value.endpoint == "findings"
     assert rec.count == 2
     # pages alike but for their last item are different pages
     rec = Recorder(same, findings_page([*range(0, 99), 500]), same, findings_page([7]))
-    assert [len(pg.items) for pg in make_client(rec).iter_finding_pages("sast", page_size=100)] == [100] * 3 + [1]
+    client = make_client(rec)
+    assert [len(pg.items) for pg in client.pages(client.list_findings, "sast", page_size=100)] == [100] * 3 + [1]
 
 
 def test_offset_raw_page_ignored_by_the_server_is_a_pagination_error(make_client) -> None:
     full = json.dumps({"findings": [{"id": i} for i in range(100)]}).encode()
     rec = Recorder(raw(full), raw(full), raw(full), raw(full))
-    pages = make_client(rec).iter_finding_pages("sast", page_size=100, raw=True, start_page=4)
+    client = make_client(rec)
+    pages = client.raw_pages(client.list_findings, "sast", page_size=100, page=4)
     assert [len(next(pages).items), len(next(pages).items)] == [100, 100]  # pages 4 and 5, alike
     with pytest.raises(PaginationError, match=r"page 5 repeats page 4 exactly"):
         next(pages)
@@ -336,8 +367,9 @@ def test_offset_raw_page_ignored_by_the_server_is_a_pagination_error(make_client
 def test_offset_projects_page_ignored_by_the_server(make_client) -> None:
     same = {"projects": [p.project("org/a"), p.project("org/b")]}
     rec = Recorder(same, same, same)
+    client = make_client(rec)
     with pytest.raises(PaginationError, match="page 1"):
-        list(make_client(rec).iter_projects(page_size=2))
+        list(client.items(client.list_projects, page_size=2))
     assert rec.count == 2
 
 
@@ -346,13 +378,41 @@ def test_async_offset_raw_page_ignored_by_the_server(make_async_client) -> None:
     rec = Recorder(raw(full), raw(full), raw(full))
     client = make_async_client(rec)
     with pytest.raises(PaginationError, match="page 1 repeats page 0"):
-        collect_async(lambda: client.iter_finding_pages("sast", page_size=100, raw=True), client)
+        collect_async(lambda: client.raw_pages(client.list_findings, "sast", page_size=100), client)
     assert rec.count == 2
 
 
 def test_a_cursor_that_never_changes_names_the_page_and_endpoint(make_client) -> None:
     rec = Recorder(*[raw(b'{"findings": [{"id": 1}], "cursor": "same"}')] * 3)
+    client = make_client(rec)
     with pytest.raises(PaginationError, match=r"page 2: .*'same' twice") as info:
-        list(make_client(rec).iter_secret_pages(raw=True))
+        list(client.raw_pages(client.list_secrets))
     assert info.value.endpoint == "secrets"
     assert rec.count == 2
+
+
+# --- the one pager: which operations it walks --------------------------------------------------------------------
+
+
+def test_only_a_paginated_operation_of_the_same_client_is_walked(make_client) -> None:
+    rec = Recorder()
+    client, other = make_client(rec), make_client(rec)
+    with pytest.raises(TypeError, match=r"get_scan is not a paginated operation of this client; these are: .*"
+                                        r"list_findings"):
+        client.pages(client.get_scan, 1)
+    with pytest.raises(TypeError, match="list_findings is not a paginated operation of this client"):
+        client.items(other.list_findings, "sast")
+    with pytest.raises(TypeError, match="list_projects has no raw pages"):
+        client.raw_pages(client.list_projects)
+    assert rec.count == 0
+
+
+def test_every_operation_that_returns_a_page_is_paginated() -> None:
+    """An operation whose result has ``items`` says how it pages, or the generic pager refuses to walk it."""
+    returns_a_page = {
+        name
+        for name in client_surface.public_operations(_Operations)
+        if isinstance(getattr(typing.get_type_hints(getattr(_Operations, name))["return"], "items", None), property)
+    }
+    assert returns_a_page == {f.__name__ for f in PAGINATED}
+    assert len(returns_a_page) == 8

@@ -157,7 +157,8 @@ def test_real_dependencies_are_iterated_with_digit_string_cursors(make_client) -
             "cursor": "123456790",
         },
     )
-    deps = list(make_client(rec).iter_dependencies())
+    client = make_client(rec)
+    deps = list(client.items(client.list_dependencies))
     assert [(d.key, d.licenses) for d in deps] == [
         (REAL_KEY, ["MIT", "Apache-2.0"]),
         ("123456|package-lock.json|npm|left-pad|1.3.0", []),
@@ -230,7 +231,8 @@ def test_real_repository_summaries_start_at_cursor_zero(make_client) -> None:
         {"repositorySummaries": [summary], "hasMore": True, "cursor": 1},
         {"repositorySummaries": [{**summary, "id": "123457", "numDependencies": "3"}], "hasMore": False, "cursor": 2},
     )
-    repos = list(make_client(rec).iter_repositories_with_dependencies(start_cursor=0))
+    client = make_client(rec)
+    repos = list(client.items(client.list_repositories_with_dependencies, cursor=0))
     assert [(r.id, r.name, r.numDependencies, r.hasDependencyPathScan) for r in repos] == [
         (123456, "org/repo", 12, True),
         (123457, "org/repo", 3, True),
@@ -470,7 +472,7 @@ def test_lockfiles_read_the_same_from_either_dialect(make_client, dialect) -> No
     ]
     assert (page.hasMore, page.cursor) == (True, "2")
     rec.add(fx.answer("lockfiles", dialect), last)
-    assert [f.lockfilePath for f in client.iter_lockfiles(7, page_size=2)] == [
+    assert [f.lockfilePath for f in client.items(client.list_lockfiles, 7, page_size=2)] == [
         "package-lock.json",
         "services/api/poetry.lock",
     ]

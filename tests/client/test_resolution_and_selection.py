@@ -67,6 +67,7 @@ def test_typed_secrets_page_follows_next_cursor_with_findings_key(make_client):
         {"findings": [{"id": 1}], "nextCursor": "c2"},
         {"findings": [{"id": 2}], "nextCursor": ""},
     )
-    ids = [f.id for f in make_client(rec).iter_secrets()]
+    client = make_client(rec)
+    ids = [f.id for f in client.items(client.list_secrets)]
     assert ids == [1, 2]
     assert ("cursor", "c2") in rec.query(1)

@@ -75,7 +75,7 @@ SCENARIOS: list[tuple[str, list, Callable, type]] = [
     (
         "raw-wrong-shape",
         [raw(b'{"findings": ' + ECHO + b"}")],
-        lambda c: list(c.iter_finding_pages(raw=True)),
+        lambda c: list(c.raw_pages(c.list_findings)),
         ResponseDecodeError,
     ),
     (
@@ -392,7 +392,7 @@ BAD_TOKENS = {
 
 @pytest.mark.parametrize("cls", [FindingsClient, AsyncFindingsClient])
 def test_a_token_too_short_to_mask_in_logs_is_refused_naming_no_part_of_it(cls) -> None:
-    from findings_provider.client.client import MIN_TOKEN_LENGTH
+    from findings_provider.client.security import MIN_TOKEN_LENGTH
 
     short = "k7Q" + "x" * (MIN_TOKEN_LENGTH - 4)
     with pytest.raises(ConfigurationError) as info:

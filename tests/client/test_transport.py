@@ -427,8 +427,9 @@ def test_wrong_shape_is_decode_error_without_retry(make_client, clock) -> None:
 
 def test_wrong_shape_raw_page_is_decode_error_without_retry(make_client) -> None:
     rec = Recorder({"findings": {"not": "a list"}}, repeat_last=True)
+    client = make_client(rec)
     with pytest.raises(ResponseDecodeError) as info:
-        list(make_client(rec).iter_finding_pages(raw=True))
+        list(client.raw_pages(client.list_findings))
     assert info.value.malformed is False
     assert rec.count == 1
 

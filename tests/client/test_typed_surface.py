@@ -9,7 +9,7 @@ import typing
 import pytest
 from findings_provider.client import AsyncFindingsClient, FindingsClient
 from findings_provider.client._async_surface import AsyncOperations
-from findings_provider.client.client import _Operations
+from findings_provider.client.operations import _Operations
 
 from devtools import client_surface
 

@@ -122,7 +122,8 @@ def test_limits_refuse_beyond_the_edges(
 
 def test_findings_iterator_validates_page_size_before_any_request(make_client) -> None:
     rec = Recorder()
-    refused(rec, lambda: make_client(rec).iter_findings("sast", page_size=5000), "'page_size'", "5000")
+    client = make_client(rec)
+    refused(rec, lambda: client.items(client.list_findings, "sast", page_size=5000), "'page_size'", "5000")
 
 
 # --- enums --------------------------------------------------------------------------------------------------
@@ -547,7 +548,7 @@ def test_any_json_body_parses_or_raises_decode_error(body: Any) -> None:
                         value = getattr(item, stamp, None)
                         assert value is None or value.utcoffset().total_seconds() == 0
         pages, error = outcome(
-            lambda: list(client.iter_finding_pages(raw=True, page_size=100)), ResponseDecodeError
+            lambda: list(client.raw_pages(client.list_findings, page_size=100)), ResponseDecodeError
         )
         if error is None:
             assert all(isinstance(bytes(i), bytes) for pg in pages for i in pg.items)

@@ -199,13 +199,14 @@ def test_dependency_inventory_run_mirrors_the_inventory_and_reports(dagbag, envi
 
     assert str(run.state) == "success", states(run)
     page_sizes = {r["body"].get("pageSize") for r in emulator.requests() if r["operation"] == "dependencies"}
-    served = {(d.id, d.name, d.version) for d in client.iter_dependencies(page_size=1000)}
+    served = {(d.id, d.name, d.version) for d in client.items(client.list_dependencies, page_size=1000)}
     with environment.engine.connect() as conn:
         stored = set(conn.execute(select(dependencies.c.id, dependencies.c.name, dependencies.c.version)).all())
         repos = set(conn.execute(select(dependency_repositories.c.id, dependency_repositories.c.num_dependencies)))
     assert len(served) == 300
     assert stored == served
-    assert repos == {(r.id, r.numDependencies) for r in client.iter_repositories_with_dependencies(page_size=100)}
+    summaries = client.items(client.list_repositories_with_dependencies, page_size=100)
+    assert repos == {(r.id, r.numDependencies) for r in summaries}
     assert page_sizes == {10000}  # pipeline.yaml's page size
     report = xcom(run, "dependency_report")
     html = Path(report["report"]["html"]).read_text()
@@ -216,7 +217,8 @@ def test_dependency_inventory_run_mirrors_the_inventory_and_reports(dagbag, envi
 def test_dependency_inventory_exports_the_sboms_after_the_inventory_and_a_failed_one_stays_partial(
         dagbag, environment, emulator, client):
     emulator.reset()
-    wanted = sorted(r.id for r in client.iter_repositories_with_dependencies(page_size=100) if r.numDependencies)
+    summaries = client.items(client.list_repositories_with_dependencies, page_size=100)
+    wanted = sorted(r.id for r in summaries if r.numDependencies)
     emulator.sbom(polls=2, fail_repositories=[wanted[0]], error_message="generator crashed")
 
     run = fresh_dag("dependency_inventory").test()
@@ -245,7 +247,7 @@ def test_dependency_inventory_sbom_params_choose_the_repositories_or_switch_it_o
                                                                                    client):
     emulator.reset()
     emulator.sbom(polls=1)
-    wanted = sorted(r.id for r in client.iter_repositories_with_dependencies(page_size=100))[:1]
+    wanted = sorted(r.id for r in client.items(client.list_repositories_with_dependencies, page_size=100))[:1]
 
     run = fresh_dag("dependency_inventory").test(run_conf={"sbom_repositories": wanted})
     assert xcom(run, "export_sboms")["completed"] == wanted
@@ -260,7 +262,7 @@ def test_dependency_inventory_sbom_params_choose_the_repositories_or_switch_it_o
 def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, environment, emulator, client):
     emulator.reset()
     spec = load_projects_file()
-    before = {p.name: p for p in client.iter_projects()}
+    before = {p.name: p for p in client.items(client.list_projects)}
 
     dry = fresh_dag("project_settings").test(run_conf={"dry_run": True})
 
@@ -275,7 +277,7 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
 
     assert str(applied.state) == "success", states(applied)
     assert len(writes(emulator.requests())) == planned["projects_changed"]  # one PATCH per project
-    for project in client.iter_projects():
+    for project in client.items(client.list_projects):
         want = present(spec.desired(project.name))
         assert project.managed_scan_config.diff_scan.enabled is True
         if want.tags is not None:
@@ -326,7 +328,7 @@ def test_project_settings_sets_the_primary_branch_in_the_service_and_the_warehou
     with environment.engine.connect() as conn:
         stored = dict(conn.execute(select(projects.c.name, projects.c.primary_branch)).all())
     assert stored["acme/identity-service"] == service
-    assert stored == {p.name: p.primary_branch for p in client.iter_projects()}  # the whole table matches
+    assert stored == {p.name: p.primary_branch for p in client.items(client.list_projects)}  # the whole table matches
 
     seq = emulator.requests()[-1]["seq"]
     again = fresh_dag("project_settings").test()
@@ -343,7 +345,7 @@ def known_proposals(environment, emulator, client) -> tuple[dict, dict]:
     emulator.reset()
     modes: dict[str, dict[str, str]] = {}
     for policy in client.list_policies():
-        for rule in client.iter_policy_rules(policy.id):
+        for rule in client.items(client.list_policy_rules, policy.id):
             modes.setdefault(rule.path, {})[policy.id] = rule.policyMode
     blocking = [p for p in sorted(modes) if set(modes[p].values()) <= {"MODE_BLOCK", "MODE_COMMENT"}]
     noisy, below_min = blocking[0], blocking[1]
@@ -377,7 +379,7 @@ def known_proposals(environment, emulator, client) -> tuple[dict, dict]:
 def current_modes(client) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for policy in client.list_policies():
-        for rule in client.iter_policy_rules(policy.id):
+        for rule in client.items(client.list_policy_rules, policy.id):
             out.setdefault(rule.path, {})[policy.id] = rule.policyMode
     return out
 

@@ -250,8 +250,8 @@ def test_findings_extraction_fills_the_warehouse_once(stack: dict[str, Any]) -> 
 def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
     emu, runner = stack["emulator"], stack["runner"]
     client = api_client(emu)
-    expected = {f.id for f in client.iter_findings("sast", status="open", autotriage_verdict="false_positive",
-                                                   page_size=3000)}
+    expected = {f.id for f in client.items(client.list_findings, "sast", status="open",
+                                           autotriage_verdict="false_positive", page_size=3000)}
     assert expected
 
     seq = last_seq(emu)
@@ -281,7 +281,7 @@ def test_autotriage_dry_run_then_approved_run(stack: dict[str, Any]) -> None:
     assert all(r["body"]["new_triage_state"] == "ignored" and r["body"]["new_triage_reason"] == "false_positive"
                for r in sent)
     assert all("autotriage_triage run manual__" in r["body"]["new_note"] for r in sent)
-    after = {f.id: f for f in client.iter_findings("sast", page_size=3000)}
+    after = {f.id: f for f in client.items(client.list_findings, "sast", page_size=3000)}
     assert all(after[i].status == "ignored" for i in expected)
     assert warehouse.count_findings("sast", status="open", autotriage_verdict="false_positive") == 0
 
@@ -310,7 +310,7 @@ def test_ticket_creation_tickets_each_finding_once(stack: dict[str, Any]) -> Non
     assert all(p["body"]["tracker_project_id"] == "4242" and p["body"]["group_issues"] is True for p in posts)
     sent = [int(i) for p in posts for i in p["body"]["issue_ids"]]
     assert len(sent) == len(set(sent))
-    sast = {f.id: f for f in client.iter_findings("sast", page_size=3000)}
+    sast = {f.id: f for f in client.items(client.list_findings, "sast", page_size=3000)}
     wanted = {i for i, f in sast.items() if f.status == "open" and f.autotriage_verdict == "true_positive"
               and f.severity in ("high", "critical") and (f.external_ticket is None or i in sent)}
     assert {i for p in posts if p["body"]["issue_type"] == "sast" for i in map(int, p["body"]["issue_ids"])} == wanted

@@ -219,7 +219,8 @@ def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_s
     assert emulator is not None
     with FindingsClient(emulator.url, emulator.token, deployment_slug=emulator.deployment_slug,
                         deployment_id=emulator.deployment_id) as client:
-        assert counted == {(t, f.id) for t in ("sast", "sca") for f in client.iter_findings(t, dedup=True)}
+        listed = {(t, f.id) for t in ("sast", "sca") for f in client.items(client.list_findings, t, dedup=True)}
+        assert counted == listed
 
     page.goto(f"{e2e_stack.ui_url}/plugin/findings")  # the "Findings" entry of the Browse menu
     app = page.locator("[data-testid=findings-dashboard]")

@@ -44,11 +44,11 @@ def test_a_project_gone_since_the_plan_is_skipped(client):
         ]
     )
     assert apply_project_plan(client, plan_) == {"patched": 1, "unchanged": 0, "skipped": 1}
-    assert "pci" in next(p.tags for p in client.iter_projects() if p.name == "acme/payments-api")
+    assert "pci" in next(p.tags for p in client.items(client.list_projects) if p.name == "acme/payments-api")
 
 
 def test_one_patch_per_project_with_exactly_the_fields_that_differ(emulator, client, warehouse):
-    before = {p.name: p for p in client.iter_projects()}
+    before = {p.name: p for p in client.items(client.list_projects)}
     assert before["acme/identity-service"].primary_branch == "main"
     assert before["acme/billing-worker"].primary_branch == "master"
     payments = client.get_project("acme/payments-api")
@@ -81,12 +81,12 @@ def test_one_patch_per_project_with_exactly_the_fields_that_differ(emulator, cli
     assert stored_branches(warehouse)["acme/identity-service"] == "develop"
 
     seq = seq_of(emulator)
-    assert plan_project_settings(client.iter_projects(), SPEC).actions == []  # converged
+    assert plan_project_settings(client.items(client.list_projects), SPEC).actions == []  # converged
     assert writes(emulator.requests(seq)) == []
 
 
 def test_no_patch_for_a_project_changed_into_shape_since_the_plan(emulator, client, warehouse):
-    plan = plan_project_settings(client.iter_projects(), SPEC)
+    plan = plan_project_settings(client.items(client.list_projects), SPEC)
     client.update_project("acme/identity-service", primary_branch="develop")  # a person did it meanwhile
     seq = seq_of(emulator)
 

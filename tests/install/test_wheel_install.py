@@ -131,7 +131,7 @@ def test_a_users_own_dag_runs_the_operators_with_no_pipeline_configuration(insta
                "FINDINGS_REPORT_DIR": str(tmp_path / "reports")}
         out = run(venv / "bin" / "python", dag_file, env=env, cwd=installed["cwd"])
         with client_of(emulator) as client:
-            listed = sum(1 for _ in client.iter_findings("sast"))
+            listed = sum(1 for _ in client.items(client.list_findings, "sast"))
     assert "STATE success" in out, out[-3000:]
     engine = make_engine(sqlite_url(warehouse))
     try:

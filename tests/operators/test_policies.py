@@ -52,7 +52,7 @@ def listed_modes(client) -> dict[str, dict[str, str]]:
     """rule path -> {policy id: mode}, as the emulator lists them now."""
     modes: dict[str, dict[str, str]] = {}
     for policy in client.list_policies():
-        for rule in client.iter_policy_rules(policy.id):
+        for rule in client.items(client.list_policy_rules, policy.id):
             modes.setdefault(rule.path, {})[policy.id] = rule.policyMode
     return modes
 
@@ -131,7 +131,7 @@ def test_rules_of_every_listed_policy_reach_the_warehouse_through_the_cursor(fre
     result = run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", limit=7), ti)
     pages = [r for r in fresh.requests() if r["operation"] == "policy_rules" and r["path"].endswith("/2101")]
 
-    listed = {(p.id, r.id) for p in client.list_policies() for r in client.iter_policy_rules(p.id)}
+    listed = {(p.id, r.id) for p in client.list_policies() for r in client.items(client.list_policy_rules, p.id)}
     with warehouse.engine.connect() as conn:
         stored = {tuple(r) for r in conn.execute(select(policy_rules.c.policy_id, policy_rules.c.id))}
     assert stored == listed  # every rule, and the rule no longer listed is gone

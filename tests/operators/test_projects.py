@@ -58,7 +58,7 @@ def state(client) -> dict[str, tuple[set[str], bool, bool]]:
             p.managed_scan_config.diff_scan.enabled,
             p.managed_scan_config.full_scan.enabled,
         )
-        for p in client.iter_projects()
+        for p in client.items(client.list_projects)
     }
 
 
@@ -189,4 +189,4 @@ def test_apply_refuses_a_plan_over_the_cap_before_any_write(fresh, warehouse, pr
 
 def default_client_projects() -> list:
     with default_api() as api:
-        return list(api.iter_projects())
+        return list(api.items(api.list_projects))

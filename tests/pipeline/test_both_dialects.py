@@ -25,8 +25,8 @@ def run_pipeline(dialect: str, path) -> dict:
         warehouse = make_warehouse(path)
         extraction.run_extraction(client, warehouse, ["sast", "sca", "secrets"], full_refresh=True)
         # the copies the warehouse counts are the findings the service lists with dedup=true (its web UI's count)
-        service = {(t, f.id) for t in ("sast", "sca") for f in client.iter_findings(t, dedup=True)}
-        every = {(t, f.id) for t in ("sast", "sca") for f in client.iter_findings(t)}
+        service = {(t, f.id) for t in ("sast", "sca") for f in client.items(client.list_findings, t, dedup=True)}
+        every = {(t, f.id) for t in ("sast", "sca") for f in client.items(client.list_findings, t)}
         with warehouse.engine.connect() as conn:
             counted = {(t, int(i)) for t, i in conn.execute(
                 select(findings.c.issue_type, findings.c.id).where(findings.c.issue_type != "secrets", is_counted()))}

@@ -24,7 +24,7 @@ TICKET_POLICIES = CONFIG.ticket_creation.policies
 
 
 def service(client, issue_type):
-    return {f.id: f for f in client.iter_findings(issue_type, page_size=3000)}
+    return {f.id: f for f in client.items(client.list_findings, issue_type, page_size=3000)}
 
 
 def drops(warehouse):

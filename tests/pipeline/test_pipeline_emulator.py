@@ -24,8 +24,8 @@ CONFIG = load_pipeline_config()
 
 def api_findings(client, issue_type, **filters):
     if issue_type == "secrets":
-        return {f.id: f for f in client.iter_secrets()}
-    return {f.id: f for f in client.iter_findings(issue_type, page_size=3000, **filters)}
+        return {f.id: f for f in client.items(client.list_secrets)}
+    return {f.id: f for f in client.items(client.list_findings, issue_type, page_size=3000, **filters)}
 
 
 def stored(warehouse, issue_type):

@@ -141,7 +141,7 @@ def test_a_findings_page_is_parsed_to_exactly_its_values(
     body = page(items, shape, issue_type)
     with client_for(answering(body)) as client:
         parsed = client.list_findings(issue_type).items
-        raw_pages = list(client.iter_finding_pages(issue_type, page_size=100, raw=True))
+        raw_pages = list(client.raw_pages(client.list_findings, issue_type, page_size=100))
     assert [f.id for f in parsed] == [f["id"] for f in items]
     for finding, source in zip(parsed, items, strict=True):
         assert finding.severity == source["severity"]
@@ -185,7 +185,7 @@ def test_paging_yields_every_finding_once(total: int, page_size: int, overlap: i
         return httpx.Response(200, content=page(chunk, shape))
 
     with client_for(handler) as client:
-        ids = [f.id for f in client.iter_findings("sast", page_size=page_size)]
+        ids = [f.id for f in client.items(client.list_findings, "sast", page_size=page_size)]
     assert ids == [f["id"] for f in data]
     assert requested == list(range(len(requested)))  # pages in order, no page twice
     assert len(requested) == total // page_size + 1
@@ -255,7 +255,7 @@ VALID_BODIES = [
 ]
 OPERATIONS = {
     "list_findings": lambda c: c.list_findings(),
-    "raw_pages": lambda c: list(c.iter_finding_pages(page_size=100, raw=True)),
+    "raw_pages": lambda c: list(c.raw_pages(c.list_findings, page_size=100)),
     "search_scans": lambda c: c.search_scans(),
     "get_scan": lambda c: c.get_scan(5),
     "bulk_triage": lambda c: c.bulk_triage(issue_type="sast", issue_ids=[1], new_triage_state="reviewing"),
@@ -330,8 +330,8 @@ def test_a_huge_page_is_parsed_completely(count: int) -> None:
         return httpx.Response(200, content=big if calls[-1] == 0 else last)
 
     with client_for(handler) as client:
-        ids = [f.id for f in client.iter_findings("sast", page_size=3000)]
-        raw = [len(p.items) for p in client.iter_finding_pages("sast", page_size=3000, raw=True)]
+        ids = [f.id for f in client.items(client.list_findings, "sast", page_size=3000)]
+        raw = [len(p.items) for p in client.raw_pages(client.list_findings, "sast", page_size=3000)]
     assert ids == [*range(count), count + 1]
     assert calls == [0, 1, 0, 1]
     assert raw == [count, 1]
@@ -342,4 +342,4 @@ def test_a_huge_garbage_body_is_a_typed_error() -> None:
         client.list_findings()
     with client_for(answering(b'{"sastFindings": {"findings": [' + b'{"id": 1},' * 200_000 + b"]")) as client:
         with pytest.raises(ResponseDecodeError):
-            list(client.iter_finding_pages(raw=True))
+            list(client.raw_pages(client.list_findings))

@@ -1,12 +1,6 @@
 """Client of the security findings management API: pure Python (httpx, pydantic, msgspec), no Airflow."""
 
-from findings_provider.client.client import (
-    AsyncFindingsClient,
-    FindingsClient,
-    check_base_url,
-    check_token,
-    is_loopback,
-)
+from findings_provider.client.client import AsyncFindingsClient, FindingsClient
 from findings_provider.client.endpoints import ENDPOINTS, RawFindingsPage
 from findings_provider.client.errors import (
     AmbiguousWriteError,
@@ -27,6 +21,7 @@ from findings_provider.client.errors import (
 )
 from findings_provider.client.models import Finding, ScanDetails
 from findings_provider.client.requests import TicketRequest, TriageRequest
+from findings_provider.client.security import check_base_url, check_token, is_loopback
 from findings_provider.client.transport import RetryPolicy
 from findings_provider.client.vocabulary import (
     AutotriageVerdict,

@@ -92,7 +92,7 @@ def extract_dependencies(
     prune: bool = True,
 ) -> dict[str, int]:
     """Pull every dependency into ``dependencies``; return counts (dependencies, pages, written, removed)."""
-    pages = client.iter_dependency_pages(page_size=page_size, dependency_filter=dependency_filter)
+    pages = client.pages(client.list_dependencies, page_size=page_size, dependency_filter=dependency_filter)
     return _mirror(warehouse, pages, dependencies, "dependencies", "dependencies", prune)
 
 
@@ -105,7 +105,9 @@ def extract_repositories(
     prune: bool = True,
 ) -> dict[str, int]:
     """Pull every repository summary into ``dependency_repositories``; return counts."""
-    pages = client.iter_repository_pages(page_size=page_size, dependency_filter=dependency_filter)
+    pages = client.pages(
+        client.list_repositories_with_dependencies, page_size=page_size, dependency_filter=dependency_filter
+    )
     return _mirror(warehouse, pages, dependency_repositories, "repository summaries", "repositories", prune)
 
 

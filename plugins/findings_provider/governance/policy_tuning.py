@@ -94,7 +94,7 @@ def sync_policy_rules(
     for policy_id in policy_ids:
         seen: set[str] = set()
         total = 0
-        for page_no, page in enumerate(client.iter_policy_rule_pages(policy_id, limit=limit), start=1):
+        for page_no, page in enumerate(client.pages(client.list_policy_rules, policy_id, limit=limit), start=1):
             rows = policy_rule_rows(policy_id, [model_json(rule) for rule in page.rules])
             warehouse.upsert_policy_rules(rows)
             seen.update(row[1] for row in rows)
@@ -315,7 +315,7 @@ def apply_policy_changes(
     for p in proposals:
         by_policy.setdefault(str(p["policy_id"]), []).append(p)
     for policy_id, changes in sorted(by_policy.items()):
-        current = {r.path: r.policyMode for r in client.iter_policy_rules(policy_id)}
+        current = {r.path: r.policyMode for r in client.items(client.list_policy_rules, policy_id)}
         for p in changes:
             path, previous, new = p["rule_path"], p["current_mode"], p["proposed_mode"]
             now = current.get(path)

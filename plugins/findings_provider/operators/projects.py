@@ -24,7 +24,8 @@ def _compute_plan(operator: FindingsBaseOperator, projects_file: Any, page_size:
         raise ValueError(f"projects_file = {projects_file!r}: give the path of the projects file (the "
                          "project_settings DAG passes project_settings.file of pipeline.yaml)")
     spec = load_yaml_model(str(projects_file), ProjectsFile)  # the file named by the argument, and no other
-    projects = list(operator.api_hook.client.iter_projects(page_size=page_size))
+    client = operator.api_hook.client
+    projects = list(client.items(client.list_projects, page_size=page_size))
     # the complete listing, kept as the extraction keeps it (the primary branches decide which copy counts)
     store_projects(operator.warehouse_hook.get_warehouse(), projects)
     return plan_project_settings(projects, spec)

@@ -176,10 +176,10 @@ def _pages(
 ) -> Iterable[RawFindingsPage]:
     if issue_type in OFFSET_TYPES:
         filters: dict[str, Any] = {"since": since} if since is not None else {}
-        return client.iter_finding_pages(issue_type, page_size=page_size, raw=True, **filters)
+        return client.raw_pages(client.list_findings, issue_type, page_size=page_size, **filters)
     if issue_type == "secrets":
         # The list-secrets operation has no ``since``: every pull of secrets is complete (they are few).
-        return client.iter_secret_pages(limit=min(page_size, SECRETS_PAGE_SIZE_MAX), raw=True)
+        return client.raw_pages(client.list_secrets, limit=min(page_size, SECRETS_PAGE_SIZE_MAX))
     raise ValueError(f"unknown issue type {issue_type!r}; expected one of {', '.join(ISSUE_TYPES)}")
 
 
@@ -479,7 +479,7 @@ def refresh_projects(client: FindingsClient, warehouse: Warehouse, now: datetime
     """
     started = time.perf_counter()
     try:
-        listed = list(client.iter_projects(page_size=page_size))
+        listed = list(client.items(client.list_projects, page_size=page_size))
     except FindingsApiError as exc:
         log.warning("projects: listing failed, the stored projects' primary branches are used: %s", exc)
         with warehouse.engine.begin() as conn:

@@ -98,8 +98,8 @@ def _since(candidates: Iterable[SelectedFinding]) -> datetime | None:
 
 def _pages(client: FindingsClient, issue_type: str, filters: dict[str, Any]) -> Iterator[Any]:
     if issue_type == "secrets":
-        return iter(client.iter_secret_pages(limit=SECRETS_PAGE_SIZE, raw=True))
-    return iter(client.iter_finding_pages(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, raw=True, **filters))
+        return client.raw_pages(client.list_secrets, limit=SECRETS_PAGE_SIZE)
+    return client.raw_pages(client.list_findings, issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, **filters)
 
 
 def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters: dict[str, Any], wanted: set[int],

@@ -119,7 +119,7 @@ def search_and_store(
     counts: Counter[str] = Counter()
     buckets: dict[str, list[str]] = {"running": [], "completed": [], "failed": [], "unknown": []}
     page: list[Any] = []
-    for scan in client.iter_scans(since=since, limit=SEARCH_PAGE_SIZE):
+    for scan in client.items(client.search_scans, since=since, limit=SEARCH_PAGE_SIZE):
         page.append(scan)
         counts["found"] += 1
         if len(page) >= SEARCH_PAGE_SIZE:
@@ -169,7 +169,8 @@ def refresh_scans(client: FindingsClient, warehouse: Warehouse, scan_ids: Iterab
     before = {r.id: r.status for r in rows}
     starts = [r.started_at for r in rows if r.started_at is not None]
     since = (min(starts) if starts else datetime.now(timezone.utc) - timedelta(days=30)) - timedelta(minutes=1)
-    page = [scan for scan in client.iter_scans(since=since, limit=SEARCH_PAGE_SIZE) if str(scan.id) in wanted]
+    listed = client.items(client.search_scans, since=since, limit=SEARCH_PAGE_SIZE)
+    page = [scan for scan in listed if str(scan.id) in wanted]
     if page:
         warehouse.upsert_scans(scan_rows(_dump(s) for s in page))
     for scan in page:

@@ -135,7 +135,7 @@ def reread_findings(client: FindingsClient, issue_type: str, groups: Sequence[Ti
     wanted = {i for g in groups for i in g.ids}
     found: dict[int, Any] = {}
     if issue_type == IssueType.SECRETS:
-        for finding in client.iter_secrets():
+        for finding in client.items(client.list_secrets):
             if finding.id in wanted:
                 found[finding.id] = finding
                 if len(found) == len(wanted):
@@ -146,7 +146,8 @@ def reread_findings(client: FindingsClient, issue_type: str, groups: Sequence[Ti
             if issue_type == IssueType.SAST and rule:
                 filters["rules"] = [rule]
             todo = {i for g in groups if (g.repository, g.rule) == (repo, rule) for i in g.ids}
-            for finding in client.iter_findings(issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, **filters):
+            findings = client.items(client.list_findings, issue_type, page_size=FINDINGS_PAGE_SIZE.maximum, **filters)
+            for finding in findings:
                 if finding.id in todo:
                     found[finding.id] = finding
                     todo.discard(finding.id)
