@@ -68,6 +68,7 @@ def test_link_through_the_params_then_a_person_unlinks_one_and_it_is_not_tickete
 
     assert client.unlink_tickets([a]).unlinked_issue_ids == [a]  # a person, through the API
     assert runner.run("findings_extraction", {"full_refresh": True}).state == "success"
+    assert _rows(stack, "SELECT id FROM ticket_actions WHERE outcome = 'unlinked'") == []  # the ticket run records
     seq = _last_seq(emu)
     again = runner.run("ticket_creation")
     assert again.state == "success", again.message or again.tis

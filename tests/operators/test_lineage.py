@@ -85,5 +85,4 @@ def test_the_extraction_reports_the_findings_it_read_and_the_history_it_wrote(fr
     lineage = operator.get_openlineage_facets_on_complete(None)
     assert [name for _, name in names(lineage.inputs)] == [
         f"/api/v1/deployments/{fresh.deployment_slug}/findings", f"/api/v1/deployments/{fresh.deployment_id}/secrets"]
-    assert [name for _, name in names(lineage.outputs)] == [
-        "findings", "finding_events", "finding_snapshots", "ticket_actions"]
+    assert [name for _, name in names(lineage.outputs)] == ["findings", "finding_events", "finding_snapshots"]

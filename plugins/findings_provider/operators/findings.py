@@ -15,7 +15,7 @@ from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.config import AlertsConfig, ExtractionConfig, FixDays, SlaConfig
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import SummaryReportLink
-from findings_provider.pipeline import extraction, ticket_links
+from findings_provider.pipeline import extraction
 from findings_provider.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
 
 #: The defaults of pipeline.yaml's ``findings_extraction``: an argument left out takes its value from here.
@@ -42,9 +42,8 @@ class ExtractFindingsOperator(FindingsBaseOperator):
     ``page_size`` are upserted one transaction each; the watermark advances only after the whole pull succeeded, and
     never past the run's start (plus a small clock skew). ``secrets`` are listed through their own cursor-paged
     operation and always pulled completely. Values the warehouse cannot hold do not fail the task: they are counted
-    in ``rejected`` (with a sample) and logged as warnings. A finding whose ticket of ours (created or linked) the
-    pull shows unlinked or replaced is recorded as such in ``ticket_actions`` (``tickets_lost``). Returns the counts
-    per issue type and pushes ``written`` (rows inserted or changed) under its own XCom key.
+    in ``rejected`` (with a sample) and logged as warnings. Returns the counts per issue type and pushes ``written``
+    (rows inserted or changed) under its own XCom key.
 
     Every argument left out takes the default of ``findings_extraction`` in pipeline.yaml's schema
     (``config.ExtractionConfig``); the DAG file passes the values of its pipeline.yaml.
@@ -58,7 +57,7 @@ class ExtractFindingsOperator(FindingsBaseOperator):
     """
 
     lineage_reads = ("findings", "secrets")
-    lineage_writes = ("findings", "finding_events", "finding_snapshots", "ticket_actions")
+    lineage_writes = ("findings", "finding_events", "finding_snapshots")
 
     template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "issue_types", "full_refresh")
     ui_color = "#dff0d8"
@@ -92,10 +91,9 @@ class ExtractFindingsOperator(FindingsBaseOperator):
         overlap = as_int(self.overlap_minutes, "overlap_minutes", minimum=0)
         weekday = as_optional_int(self.full_refresh_weekday, "full_refresh_weekday", minimum=0, maximum=6)
         max_age = self.full_refresh_max_age_hours
-        warehouse = self.warehouse_hook.get_warehouse()
         result = extraction.run_extraction(
             self.api_hook.client,
-            warehouse,
+            self.warehouse_hook.get_warehouse(),
             types,
             full_refresh=as_bool(self.full_refresh, "full_refresh"),
             full_refresh_weekday=weekday,
@@ -105,8 +103,6 @@ class ExtractFindingsOperator(FindingsBaseOperator):
             logical_date=run_stands_for(context),
             run_id=context.get("run_id"),
         )
-        # what the pull showed of tickets of ours: one the service no longer links is recorded (``ticket_actions``)
-        result["tickets_lost"] = ticket_links.reconcile_links(warehouse, types, context.get("run_id"))
         context["ti"].xcom_push(key="written", value=result["written"])
         return result
 
