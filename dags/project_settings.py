@@ -1,4 +1,4 @@
-"""project_settings: make projects' tags and managed-scan settings match include/projects.yaml."""
+"""project_settings: make projects' tags, managed-scan settings and primary branches match include/projects.yaml."""
 
 from __future__ import annotations
 
@@ -14,16 +14,21 @@ DOC = """
 ### Project settings as code
 
 `include/projects.yaml` (the `project_settings.file` of `include/pipeline.yaml`) declares, per project name or
-glob of names, the tags the project must carry and whether managed diff and full scans are enabled. Later
-entries override earlier ones for the same project. Only tags listed under `managed_tags` are ever removed; an
-entry without `tags` leaves a project's tags alone.
+glob of names, the tags the project must carry, whether managed diff and full scans are enabled and its primary
+branch. Later entries override earlier ones for the same project. Only tags listed under `managed_tags` are ever
+removed; an entry without `tags` leaves a project's tags alone.
 
 1. **plan_project_settings** reads the file (an invalid file fails the task with the line and the reason),
-   lists the deployment's projects and prints the plan, one line per action (`PLAN add_tags acme/api: +pci`,
-   `PLAN remove_tags ...`, `PLAN set_managed_scans ...: full_scan=on`). Names or globs that match no project
-   are reported (`SKIP pattern ...`) and skipped, not an error. The full plan is stored in the warehouse.
-2. **apply_project_settings** prints the plan again and applies only the difference: add tags, remove managed
-   tags, toggle managed scans. A second run right after has an empty plan.
+   lists the deployment's projects (stored in the warehouse) and prints the plan, one line per action
+   (`PLAN add_tags acme/api: +pci`, `PLAN remove_tags ...`, `PLAN set_managed_scans ...: full_scan=on`,
+   `PLAN set_primary_branch acme/api: master -> main`). Names or globs that match no project are reported
+   (`SKIP pattern ...`) and skipped, not an error. Drift is reported and left alone: projects no entry names
+   (only a catch-all such as `*` matches them) and projects carrying tags the file neither lists nor manages
+   (`DRIFT ...`). The full plan is stored in the warehouse.
+2. **apply_project_settings** prints the plan again, refuses it when it changes more than
+   `project_settings.max_projects_changed` projects, then sends one PATCH per project with only the fields that
+   still differ from the project read right before it. The service's answer is stored in the warehouse's
+   `projects`. A second run right after has an empty plan.
 
 **Params**
 
@@ -32,7 +37,7 @@ entry without `tags` leaves a project's tags alone.
 """
 
 with DAG(
-    description="Make projects' tags and managed-scan settings match include/projects.yaml",
+    description="Make projects' tags, managed scans and primary branches match include/projects.yaml",
     **dag_settings(CONFIG, "project_settings", schedule=CFG.schedule),
     doc_md=DOC,
     tags=["findings", "governance", "projects"],
@@ -50,5 +55,6 @@ with DAG(
         **conn_ids(CONFIG),
         plan_task_id="plan_project_settings",
         dry_run="{{ params.dry_run }}",
+        max_projects_changed=CFG.max_projects_changed,
     )
     plan >> apply

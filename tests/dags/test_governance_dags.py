@@ -26,7 +26,13 @@ from findings_provider.names import API_POOL, GOVERNANCE_DAGS
 from findings_provider.pipeline import approval
 from findings_provider.text import md_escape
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
-from findings_provider.warehouse.schema import dependencies, dependency_repositories, policy_changes, sboms
+from findings_provider.warehouse.schema import (
+    dependencies,
+    dependency_repositories,
+    policy_changes,
+    projects,
+    sboms,
+)
 from fixtures import client_of, connect, make_warehouse, running_emulator
 from hitl import Approver
 from hitl import run_with_answer as answered
@@ -263,12 +269,12 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
     assert planned["actions"] > 0
     assert "acme/legacy-*" in planned["unmatched"]  # a glob naming no project: reported and skipped
     assert writes(emulator.requests()) == []
-    assert xcom(dry, "apply_project_settings")["applied"] == 0
+    assert xcom(dry, "apply_project_settings")["patched"] == 0
 
     applied = fresh_dag("project_settings").test()  # the configured default: dry_run false
 
     assert str(applied.state) == "success", states(applied)
-    assert len(writes(emulator.requests())) == planned["actions"]
+    assert len(writes(emulator.requests())) == planned["projects_changed"]  # one PATCH per project
     for project in client.iter_projects():
         want = present(spec.desired(project.name))
         assert project.managed_scan_config.diff_scan.enabled is True
@@ -285,6 +291,45 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
     seq = emulator.requests()[-1]["seq"]
     again = fresh_dag("project_settings").test()
 
+    assert xcom(again, "plan_project_settings")["actions"] == 0
+    assert writes(emulator.requests(since=seq)) == []
+
+
+def test_project_settings_sets_the_primary_branch_in_the_service_and_the_warehouse(
+        dagbag, environment, emulator, client, tmp_path, monkeypatch):
+    """A projects file naming a new primary branch: one PATCH of that project, the service's project has it after
+    the run, and the warehouse's ``projects`` table holds what the service answered."""
+    emulator.reset()
+    assert client.get_project("acme/identity-service").primary_branch == "main"  # develop is its host's default
+    (tmp_path / "pipeline.yaml").write_text((ROOT / "include" / "pipeline.yaml").read_text())
+    (tmp_path / "projects.yaml").write_text(
+        "managed_tags: []\n"
+        "projects:\n"
+        "  - match: acme/identity-service\n"
+        "    primary_branch: develop\n"
+        "  - match: acme/payments-api\n"
+        "    primary_branch: main\n"  # the service's already: no request
+    )
+    monkeypatch.setenv("FINDINGS_PIPELINE_CONFIG", str(tmp_path / "pipeline.yaml"))
+
+    run = fresh_dag("project_settings").test()
+
+    assert str(run.state) == "success", states(run)
+    planned = xcom(run, "plan_project_settings")
+    assert (planned["actions"], planned["set_primary_branch"], planned["projects_changed"]) == (1, 1, 1)
+    assert planned["drift_unmentioned"] == planned["projects"] - 2  # every project the file does not name
+    assert xcom(run, "apply_project_settings")["patched"] == 1
+    patches = writes(emulator.requests())
+    assert [(r["operation"], r["body"]) for r in patches] == [("project_update", {"primary_branch": "develop"})]
+    service = client.get_project("acme/identity-service").primary_branch
+    assert service == "develop"
+    with environment.engine.connect() as conn:
+        stored = dict(conn.execute(select(projects.c.name, projects.c.primary_branch)).all())
+    assert stored["acme/identity-service"] == service
+    assert stored == {p.name: p.primary_branch for p in client.iter_projects()}  # the whole table matches
+
+    seq = emulator.requests()[-1]["seq"]
+    again = fresh_dag("project_settings").test()
     assert xcom(again, "plan_project_settings")["actions"] == 0
     assert writes(emulator.requests(since=seq)) == []
 

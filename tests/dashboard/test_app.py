@@ -153,8 +153,7 @@ SCANS: list[dict[str, Any]] = [
 
 def seed_programme(warehouse: Warehouse) -> None:
     warehouse.upsert_findings(PROGRAMME)
-    with warehouse.engine.begin() as conn:
-        store_projects(conn, [Project(name=n, primary_branch=b) for n, b in PRIMARY.items()], NOW)
+    store_projects(warehouse, [Project(name=n, primary_branch=b) for n, b in PRIMARY.items()], now=NOW)
     with warehouse.engine.begin() as conn:  # an empty triage state is untriaged, as "untriaged" is
         conn.execute(update(findings).where(findings.c.issue_type == "sast", findings.c.id == 1)
                      .values(triage_state=""))

@@ -48,8 +48,8 @@ def test_report_csv_marks_formula_like_names_as_text(
 
     files = result["report"]["csv"]
     assert read_csv(files["dependencies per licence"]) == [
-        ["licence", "dependencies", "repositories"],
-        ["'+GPL", "2", "2"],
+        ["licence", "dependencies", "repositories", "source"],
+        ["'+GPL", "2", "2", "dependency inventory"],
     ]
     widespread = next(v for k, v in files.items() if k.startswith("most widespread"))
     assert read_csv(widespread) == [

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 from findings_provider.client.models import Project
 from findings_provider.config import ConfigError, ProjectsFile, load_projects_file
-from findings_provider.governance.project_settings import ProjectPlan, plan_project_settings
+from findings_provider.governance.project_settings import (
+    ProjectAction,
+    ProjectPlan,
+    check_cap,
+    patch_fields,
+    plan_project_settings,
+)
 
 SPEC = ProjectsFile.model_validate(
     {
@@ -22,11 +28,12 @@ SPEC = ProjectsFile.model_validate(
 )
 
 
-def project(name: str, tags: list[str], diff: bool | None, full: bool | None) -> Project:
+def project(name: str, tags: list[str], diff: bool | None, full: bool | None, primary: str | None = None) -> Project:
     config = None
     if diff is not None or full is not None:
         config = {"diff_scan": {"enabled": diff}, "full_scan": {"enabled": full}}
-    return Project.model_validate({"id": 1, "name": name, "tags": tags, "managed_scan_config": config})
+    return Project.model_validate({"id": 1, "name": name, "tags": tags, "managed_scan_config": config,
+                                   "primary_branch": primary})
 
 
 def test_plan_lists_only_the_difference_in_a_fixed_order():
@@ -47,6 +54,12 @@ def test_plan_lists_only_the_difference_in_a_fixed_order():
         "PLAN set_managed_scans acme/payments-api: full_scan=on",
         "PLAN set_managed_scans acme/unconfigured: diff_scan=on",  # unknown current state: set it
         "SKIP pattern 'acme/ghost-*': matches no project of the deployment",
+        "DRIFT unmentioned acme/docs-site: not named by the file (only a catch-all entry matches it); tags tier-1; "
+        "primary branch (none)",
+        "DRIFT unmanaged_tags acme/payments-api: carries team:payments, not in the file's tags for it nor in "
+        "managed_tags: left as is",
+        "DRIFT unmentioned acme/unconfigured: not named by the file (only a catch-all entry matches it); tags none; "
+        "primary branch (none)",
     ]
     # acme/docs-site matches only "*" (no tags given): its tier-1 tag is left alone
     assert plan.summary() == {
@@ -57,7 +70,11 @@ def test_plan_lists_only_the_difference_in_a_fixed_order():
         "add_tags": 1,
         "remove_tags": 2,
         "set_managed_scans": 3,
+        "set_primary_branch": 0,
         "unmatched_patterns": 1,
+        "drift": 3,
+        "drift_unmentioned": 2,
+        "drift_unmanaged_tags": 1,
     }
     assert ProjectPlan.from_dict(plan.to_dict()) == plan
 
@@ -67,6 +84,7 @@ def test_a_project_already_in_shape_has_an_empty_plan():
     plan = plan_project_settings(projects, SPEC)
     assert plan.actions == []
     assert plan.unmatched_patterns == ["acme/legacy-*", "acme/ghost-*"]
+    assert [d.kind for d in plan.drift] == ["unmanaged_tags"]  # "other": not managed, not wanted, left alone
 
 
 def test_an_empty_tag_list_removes_every_managed_tag():
@@ -74,7 +92,133 @@ def test_an_empty_tag_list_removes_every_managed_tag():
         {"managed_tags": ["tier-1", "pci"], "projects": [{"match": "acme/*", "tags": []}]}
     )
     plan = plan_project_settings([project("acme/a", ["pci", "tier-1", "mine"], None, None)], spec)
-    assert plan.lines() == ["PLAN remove_tags acme/a: -pci -tier-1"]
+    assert plan.lines() == [
+        "PLAN remove_tags acme/a: -pci -tier-1",
+        "DRIFT unmanaged_tags acme/a: carries mine, not in the file's tags for it nor in managed_tags: left as is",
+    ]
+
+
+# --- primary branch --------------------------------------------------------------------------------------------
+
+BRANCHES = ProjectsFile.model_validate(
+    {
+        "managed_tags": ["tier-1"],
+        "projects": [
+            {"match": "*", "diff_scan": True},
+            {"match": "acme/*", "primary_branch": "main"},
+            {"match": "acme/gitflow", "primary_branch": "develop"},  # later entries win
+        ],
+    }
+)
+
+
+def test_a_primary_branch_that_differs_or_is_missing_on_the_service_is_planned_and_an_equal_one_is_not():
+    projects = [
+        project("acme/api", [], True, None, primary="master"),  # differs
+        project("acme/web", [], True, None, primary="main"),  # equal
+        project("acme/new", [], True, None, primary=None),  # the service names none
+        project("acme/gitflow", [], True, None, primary="main"),  # a later entry wants develop
+        project("other/tool", [], True, None, primary="trunk"),  # only the catch-all: no primary branch wanted
+    ]
+    plan = plan_project_settings(projects, BRANCHES)
+    assert [line for line in plan.lines() if line.startswith("PLAN")] == [
+        "PLAN set_primary_branch acme/api: master -> main",
+        "PLAN set_primary_branch acme/gitflow: main -> develop",
+        "PLAN set_primary_branch acme/new: (none) -> main",
+    ]
+    assert plan.summary()["set_primary_branch"] == 3
+    assert plan.projects_changed() == ["acme/api", "acme/gitflow", "acme/new"]
+    assert ProjectPlan.from_dict(plan.to_dict()) == plan  # the stored plan keeps the target and the old value
+
+
+def test_primary_branch_with_tags_and_scans_plans_every_field_of_the_project():
+    spec = ProjectsFile.model_validate({"managed_tags": ["pci"], "projects": [
+        {"match": "acme/api", "tags": ["pci"], "full_scan": True, "primary_branch": "main"}]})
+    plan = plan_project_settings([project("acme/api", [], True, False, primary="master")], spec)
+    assert plan.lines() == [
+        "PLAN add_tags acme/api: +pci",
+        "PLAN set_managed_scans acme/api: full_scan=on",
+        "PLAN set_primary_branch acme/api: master -> main",
+    ]
+    assert plan.projects_changed() == ["acme/api"]
+
+
+# --- drift -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("patterns", "unmentioned"),
+    [
+        (["*"], ["acme/api", "acme/web", "labs/x"]),  # the catch-all names nobody
+        (["*/*", "**"], ["acme/api", "acme/web", "labs/x"]),  # nor does any pattern of wildcards only
+        (["*", "acme/*"], ["labs/x"]),  # a glob that names a part of the name mentions what it matches
+        (["acme/api"], ["acme/web", "labs/x"]),  # no entry matches them at all
+        (["acme/?eb", "labs/x"], ["acme/api"]),
+    ],
+)
+def test_projects_no_entry_but_a_catch_all_names_are_unmentioned_drift(patterns, unmentioned):
+    spec = ProjectsFile.model_validate({"projects": [{"match": p, "diff_scan": True} for p in patterns]})
+    listed = [project(n, [], True, None, primary="main") for n in ("acme/api", "acme/web", "labs/x")]
+    plan = plan_project_settings(listed, spec)
+    assert [d.project for d in plan.drift if d.kind == "unmentioned"] == unmentioned
+    assert plan.actions == []  # drift is reported, never changed
+    assert plan.summary()["drift_unmentioned"] == len(unmentioned)
+
+
+def test_unmentioned_drift_says_whether_anything_matches_and_what_the_project_has():
+    spec = ProjectsFile.model_validate({"projects": [{"match": "acme/api", "diff_scan": True}]})
+    plan = plan_project_settings([project("labs/x", ["team:a", "b"], None, None, primary="trunk")], spec)
+    assert plan.lines() == [
+        "SKIP pattern 'acme/api': matches no project of the deployment",
+        "DRIFT unmentioned labs/x: not named by the file (no entry matches it); tags team:a, b; primary branch trunk",
+    ]
+    assert plan.projects_matched == 0
+
+
+def test_unmanaged_tags_are_drift_only_where_an_entry_gives_the_tags():
+    spec = ProjectsFile.model_validate({"managed_tags": ["pci"], "projects": [
+        {"match": "acme/*", "diff_scan": True}, {"match": "acme/api", "tags": ["pci"]}]})
+    plan = plan_project_settings([project("acme/api", ["pci", "team:x"], True, None),
+                                  project("acme/web", ["team:y"], True, None)], spec)
+    assert [(d.project, d.kind) for d in plan.drift] == [("acme/api", "unmanaged_tags")]
+
+
+# --- what one PATCH carries ----------------------------------------------------------------------------------------
+
+
+def test_the_patch_carries_exactly_the_fields_that_still_differ_from_the_fresh_project():
+    actions = [
+        ProjectAction("acme/api", "add_tags", tags=("pci", "tier-1")),
+        ProjectAction("acme/api", "remove_tags", tags=("tier-2",)),
+        ProjectAction("acme/api", "set_managed_scans", diff_scan=True, full_scan=False),
+        ProjectAction("acme/api", "set_primary_branch", primary_branch="main", previous="master"),
+    ]
+    fresh = project("acme/api", ["tier-2", "team:x"], diff=True, full=True, primary="master")
+    # tags: the fresh ones without tier-2, plus the added ones; diff_scan already on: not sent
+    assert patch_fields(fresh, actions) == {"tags": ["team:x", "pci", "tier-1"], "full_scan": False,
+                                            "primary_branch": "main"}
+
+
+def test_no_patch_field_when_the_fresh_project_is_in_shape_already():
+    actions = [
+        ProjectAction("acme/api", "add_tags", tags=("pci",)),
+        ProjectAction("acme/api", "set_managed_scans", full_scan=True),
+        ProjectAction("acme/api", "set_primary_branch", primary_branch="main", previous="master"),
+    ]
+    # someone made the changes in the service since the plan
+    assert patch_fields(project("acme/api", ["pci", "new-tag"], True, True, primary="main"), actions) == {}
+    # only the primary branch still differs: the PATCH carries it alone (and leaves the tags alone)
+    assert patch_fields(project("acme/api", ["pci"], True, True, primary="master"), actions) == {
+        "primary_branch": "main"}
+
+
+def test_a_plan_changing_more_projects_than_the_cap_is_refused():
+    plan = ProjectPlan(actions=[ProjectAction(f"acme/p{i}", "add_tags", tags=("pci",)) for i in range(3)]
+                       + [ProjectAction("acme/p0", "set_primary_branch", primary_branch="main")])
+    check_cap(plan, 3)  # three projects (p0 twice is one PATCH)
+    check_cap(plan, None)
+    with pytest.raises(ConfigError, match=r"the plan changes 3 projects, more than max_projects_changed = 2"):
+        check_cap(plan, 2)
 
 
 @pytest.mark.parametrize(
@@ -96,6 +240,32 @@ def test_an_empty_tag_list_removes_every_managed_tag():
             "projects.0.colour",
         ),
         ("managed_tags: [tier-1\nprojects: []\n", 2, "not valid YAML"),
+        (
+            "projects:\n  - match: 'acme/*'\n    primary_branch: release 2024\n",
+            3,
+            "field 'projects.0.primary_branch' = 'release 2024': primary_branch 'release 2024' is not a branch name "
+            "(it contains ' '); give a branch name as git allows it (e.g. main, release/2024)",
+        ),
+        (
+            "projects:\n  - match: 'acme/*'\n    diff_scan: true\n  - match: 'acme/api'\n    primary_branch: a..b\n",
+            5,
+            "field 'projects.1.primary_branch' = 'a..b': primary_branch 'a..b' is not a branch name (it contains '..')",
+        ),
+        (
+            "projects:\n  - match: 'acme/*'\n    primary_branch: [main]\n",
+            3,
+            "field 'projects.0.primary_branch': Input should be a valid string",
+        ),
+        (
+            "projects:\n  - match: 'acme/*'\n    primary_branch: 2024\n",
+            3,
+            "field 'projects.0.primary_branch' = 2024: Input should be a valid string",
+        ),
+        (
+            "projects:\n  - match: 'acme/*'\n    primary_branch: ''\n",
+            3,
+            "field 'projects.0.primary_branch' = '': primary_branch '' is not a branch name (it has 0 characters)",
+        ),
     ],
 )
 def test_an_invalid_projects_file_names_the_line_and_the_reason(tmp_path: Path, text, line, reason):
@@ -105,3 +275,19 @@ def test_an_invalid_projects_file_names_the_line_and_the_reason(tmp_path: Path, 
         load_projects_file(path=path)
     assert f"line {line}" in str(err.value)
     assert reason in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["-main", "feature/", "main.lock", "a/.hidden", "x~1", "a:b", "wip*", "a\\b", "@",
+                                  "a//b", "a@{1}", "x" * 256])
+def test_names_git_refuses_are_refused_as_primary_branch(name):
+    with pytest.raises(ValueError, match="is not a branch name") as err:
+        ProjectsFile.model_validate({"projects": [{"match": "acme/*", "primary_branch": name}]})
+    assert "give a branch name as git allows it" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["main", "release/2024", "feature/JIRA-1_x.y", "develop", "v1.2"])
+def test_branch_names_git_allows_are_accepted(name):
+    spec = ProjectsFile.model_validate({"projects": [{"match": "acme/*", "primary_branch": name}]})
+    desired = spec.desired("acme/api")
+    assert desired is not None
+    assert desired.primary_branch == name

@@ -80,7 +80,9 @@ def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, project
 
     assert first["unmatched"] == ["acme/legacy-*", "acme/no-such-repo"]  # reported, skipped, not an error
     assert first["actions"] > 0
-    assert dry == {"dry_run": True, "planned": first["actions"], "applied": 0, "skipped": 0}
+    assert dry == {"dry_run": True, "planned": first["actions"], "projects": first["projects_changed"],
+                   "drift": first["drift"], "drift_projects": first["drift_projects"], "over_cap": False,
+                   "patched": 0, "unchanged": 0, "skipped": 0}
     assert writes(fresh.requests()) == []
     assert state(client) == before
     out = capsys.readouterr().out
@@ -89,8 +91,8 @@ def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, project
 
     applied = apply(ti, dry_run=False)
 
-    assert applied["applied"] == first["actions"]
-    assert len(writes(fresh.requests())) == first["actions"]  # only the difference is sent
+    assert applied["patched"] == first["projects_changed"]
+    assert len(writes(fresh.requests())) == first["projects_changed"]  # one PATCH per project, only the difference
     after = state(client)
     for name, (tags, diff, full) in after.items():
         want = present(spec.desired(name))
@@ -111,7 +113,7 @@ def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, project
     second = plan(ti2, projects_file)
     again = apply(ti2, dry_run=False)
     assert second["actions"] == 0
-    assert again["applied"] == 0
+    assert again["patched"] == 0
     assert writes(fresh.requests(since=seq)) == []
     assert state(client) == after
 
@@ -140,7 +142,51 @@ def test_apply_without_a_plan_task_plans_itself_and_checks_dry_run(fresh, wareho
     seq = seq_of(fresh)
     result = ApplyProjectSettingsOperator(task_id="apply", plan_task_id=None, projects_file=projects_file,
                                           dry_run="True").execute(make_context())
-    assert result == {"dry_run": True, "planned": planned["actions"], "applied": 0, "skipped": 0}
+    assert (result["dry_run"], result["planned"], result["patched"]) == (True, planned["actions"], 0)
     assert planned["actions"] > 0
     assert [r["operation"] for r in fresh.requests(seq)] == ["projects"] * len(ops(fresh, seq, "projects")) != []
     assert writes(fresh.requests()) == []
+
+
+def test_the_plan_reports_drift_in_the_log_the_xcom_and_the_stored_plan(fresh, warehouse, projects_file, capsys):
+    ti = FakeTaskInstance(run_id="run-drift")
+    summary = plan(ti, projects_file)
+
+    # the file names acme/payments-*, acme-labs/* and acme/legacy-*: the other acme/ and acme-infra/ projects are
+    # matched by "*" only
+    names = {p.name for p in default_client_projects()}
+    mentioned = {n for n in names if n.startswith(("acme/payments-", "acme-labs/"))}
+    unmentioned = sorted(names - mentioned)
+    assert summary["drift_unmentioned"] == len(unmentioned) > 0
+    assert summary["drift"] == summary["drift_unmentioned"] + summary["drift_unmanaged_tags"]
+    assert summary["drift_unmanaged_tags"] > 0  # the emulator's team:* tags on projects whose tags the file gives
+    assert len(summary["drift_projects"]) == min(summary["drift"], 20)
+    assert all(line.split()[0] in ("unmentioned", "unmanaged_tags") for line in summary["drift_projects"])
+    stored = warehouse.get_state(summary["plan_key"])
+    assert sorted(d["project"] for d in stored["drift"] if d["kind"] == "unmentioned") == unmentioned
+    out = capsys.readouterr().out
+    assert f"DRIFT unmentioned {unmentioned[0]}: not named by the file (only a catch-all entry matches it)" in out
+    assert "DRIFT unmanaged_tags acme-labs/" in out  # acme-labs/* gives the tags; the emulator's team:* stay
+    assert "left as is" in out
+
+
+def test_apply_refuses_a_plan_over_the_cap_before_any_write(fresh, warehouse, projects_file):
+    ti = FakeTaskInstance(run_id="run-cap")
+    first = plan(ti, projects_file)
+    assert first["projects_changed"] > 1
+    seq = seq_of(fresh)
+    with pytest.raises(AirflowFailException,
+                       match=r"the plan changes \d+ projects, more than max_projects_changed = 1"):
+        run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", max_projects_changed=1), ti)
+    assert writes(fresh.requests(seq)) == []
+    dry = run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", dry_run=True,
+                                                    max_projects_changed="1"), ti)
+    assert (dry["over_cap"], dry["patched"]) == (True, 0)
+    with pytest.raises(AirflowFailException, match="max_projects_changed"):
+        run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", max_projects_changed="0"), ti)
+    assert writes(fresh.requests(seq)) == []
+
+
+def default_client_projects() -> list:
+    with default_api() as api:
+        return list(api.iter_projects())

@@ -95,7 +95,8 @@ def test_dry_run_plans_from_the_warehouse_without_a_request(fresh, warehouse) ->
     seq = seq_of(fresh)
     out = _link(ticket_url=URL, finding_ids=ids, dry_run="True")
     assert fresh.requests(seq) == []
-    assert out["planned"] == 2 and out["linked"] == 0
+    assert out["planned"] == 2
+    assert out["linked"] == 0
     planned = _rows(warehouse, ticket_actions)
     assert sorted((r.finding_id, r.outcome, r.ticket_url) for r in planned) == sorted(
         (i, "planned", URL) for i in ids)

@@ -11,7 +11,7 @@ from findings_provider import programme
 from findings_provider.client.models import Project
 from findings_provider.programme import FindingFilter
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
-from findings_provider.warehouse.branches import recount, store_projects
+from findings_provider.warehouse.branches import primary_branches, recount, store_projects
 from findings_provider.warehouse.schema import findings
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -36,8 +36,9 @@ def copy(finding_id: int, ref: str, days_ago: float, fingerprint: str | None = "
     return finding_row_from_dict(issue_type, body)
 
 
-def projects(conn: Any, **primary: str) -> dict[str, int]:
-    return store_projects(conn, [Project(name=name, primary_branch=branch) for name, branch in primary.items()], NOW)
+def projects(warehouse: Warehouse, **primary: str) -> dict[str, int]:
+    return store_projects(warehouse, [Project(name=name, primary_branch=branch) for name, branch in primary.items()],
+                          now=NOW)
 
 
 def counted(warehouse: Warehouse) -> dict[int, bool | None]:
@@ -53,8 +54,7 @@ def test_the_copy_on_the_primary_branch_is_counted_else_the_latest(warehouse: Wa
         copy(8, "main", 9, "fp-1", repository="acme/web"),  # the same fingerprint in another repository
         copy(9, "feature/x", 1, None), copy(10, "main", 1, None),  # no fingerprint: each counted
     ])
-    with warehouse.engine.begin() as conn:
-        assert projects(conn, **{"acme/api": "main", "acme/web": "main"}) == {"projects": 2, "recounted": 10}
+    assert projects(warehouse, **{"acme/api": "main", "acme/web": "main"}) == {"projects": 2, "recounted": 10}
     assert counted(warehouse) == {1: True, 2: False, 3: False, 4: False, 5: True, 6: False, 7: True, 8: True,
                                   9: True, 10: True}
 
@@ -72,14 +72,13 @@ def test_secrets_are_counted_on_every_branch(warehouse: Warehouse) -> None:
 
 def test_a_new_primary_branch_moves_the_count_and_a_new_copy_takes_it_when_stored(warehouse: Warehouse) -> None:
     warehouse.upsert_findings([copy(1, "main", 30), copy(2, "develop", 1)])
-    with warehouse.engine.begin() as conn:
-        projects(conn, **{"acme/api": "main"})
+    projects(warehouse, **{"acme/api": "main"})
     assert counted(warehouse) == {1: True, 2: False}
-    with warehouse.engine.begin() as conn:  # the project's primary branch changed in the service
-        assert projects(conn, **{"acme/api": "develop"})["recounted"] == 2
+    # the project's primary branch changed in the service
+    assert projects(warehouse, **{"acme/api": "develop"})["recounted"] == 2
     assert counted(warehouse) == {1: False, 2: True}
-    with warehouse.engine.begin() as conn:  # listed again, unchanged: nothing to write
-        assert projects(conn, **{"acme/api": "develop"})["recounted"] == 0
+    # listed again, unchanged: nothing to write
+    assert projects(warehouse, **{"acme/api": "develop"})["recounted"] == 0
     # a copy stored later is unmarked (counted until recounted), and the recount looks at its fingerprint only
     warehouse.upsert_findings([copy(3, "develop", 0), copy(4, "main", 0, "fp-9")])
     assert counted(warehouse)[3] is None
@@ -90,17 +89,15 @@ def test_a_new_primary_branch_moves_the_count_and_a_new_copy_takes_it_when_store
 
 def test_a_project_no_longer_listed_is_forgotten(warehouse: Warehouse) -> None:
     warehouse.upsert_findings([copy(1, "main", 30), copy(2, "develop", 1)])
-    with warehouse.engine.begin() as conn:
-        projects(conn, **{"acme/api": "main", "acme/old": "trunk"})
-        assert projects(conn, **{"acme/old": "trunk"})["recounted"] == 2  # acme/api's primary branch unknown now
+    projects(warehouse, **{"acme/api": "main", "acme/old": "trunk"})
+    assert projects(warehouse, **{"acme/old": "trunk"})["recounted"] == 2  # acme/api's primary branch unknown now
     assert counted(warehouse) == {1: False, 2: True}  # the latest copy
 
 
 def test_the_programme_counts_one_copy_unless_a_page_asks_for_every_branch(warehouse: Warehouse) -> None:
     warehouse.upsert_findings([copy(1, "main", 30, severity="critical"), copy(2, "develop", 1, severity="critical"),
                                copy(3, "main", 1, "fp-2", status="fixed"), copy(4, "feature/x", 1, "fp-2")])
-    with warehouse.engine.begin() as conn:
-        projects(conn, **{"acme/api": "main"})
+    projects(warehouse, **{"acme/api": "main"})
     with warehouse.engine.connect() as conn:
         one = programme.count(conn, FindingFilter(measure="open"), {}, NOW)
         every = programme.count(conn, FindingFilter(measure="open", branches="all"), {}, NOW)
@@ -114,3 +111,14 @@ def test_the_programme_counts_one_copy_unless_a_page_asks_for_every_branch(wareh
         assert conn.execute(select(findings.c.id).where(*touched)).scalars().all() == [2]
     with pytest.raises(ValueError, match="branches = 'some'"):
         FindingFilter(branches="some")
+
+
+def test_the_answer_of_a_change_replaces_only_its_projects_rows(warehouse: Warehouse) -> None:
+    warehouse.upsert_findings([copy(1, "main", 30), copy(2, "develop", 1)])
+    projects(warehouse, **{"acme/api": "main", "acme/web": "trunk"})
+    changed = store_projects(warehouse, [Project(name="acme/api", primary_branch="develop")], complete=False,
+                             now=NOW)
+    assert changed == {"projects": 1, "recounted": 2}  # the new primary branch moves the count at once
+    with warehouse.engine.connect() as conn:
+        assert primary_branches(conn) == {"acme/api": "develop", "acme/web": "trunk"}  # acme/web kept
+    assert counted(warehouse) == {1: False, 2: True}

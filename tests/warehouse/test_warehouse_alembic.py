@@ -91,9 +91,8 @@ def fill_every_table(store: Warehouse) -> None:
     ledger.record(store, ledger.TRIAGE, "fixed-noise", "ai_sast", [19], "run-2")
     freshness.record_drops(store, {18: "changed in the service by a person"}, kind="ticket", policy="critical",
                            issue_type="sca", run_id="run-2")
-    with store.engine.begin() as conn:
-        branches.store_projects(conn, [Project(id=3, name="acme/web", primary_branch="main")],
-                                datetime(2026, 11, 26, tzinfo=timezone.utc))
+    branches.store_projects(store, [Project(id=3, name="acme/web", primary_branch="main")],
+                            now=datetime(2026, 11, 26, tzinfo=timezone.utc))
     store.take_snapshot(date(2026, 11, 26))
     sbom.store_export(store, sbom.ExportJob(3, "tok-1", sbom.COMPLETED), {
         "bomFormat": "CycloneDX", "specVersion": "1.6",

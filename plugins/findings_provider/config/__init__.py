@@ -15,6 +15,8 @@ from findings_provider.config.files import (
 )
 from findings_provider.config.models import (
     ALERT_KINDS,
+    BRANCH_NAME_RULE,
+    DEFAULT_MAX_PROJECTS_CHANGED,
     DEFAULT_MAX_TICKETS,
     DEFAULT_MAX_TRIAGED,
     AlertKind,
@@ -50,7 +52,9 @@ from findings_provider.config.models import (
 
 __all__ = [
     "ALERT_KINDS",
+    "BRANCH_NAME_RULE",
     "DEFAULT_CONFIG_PATH",
+    "DEFAULT_MAX_PROJECTS_CHANGED",
     "DEFAULT_MAX_TICKETS",
     "DEFAULT_MAX_TRIAGED",
     "INSTALLED_SHARE",

@@ -263,10 +263,16 @@ class PolicyTuningConfig(_Strict):
     rules: list[ModeRule] = Field(default_factory=list)
 
 
+#: Most projects one project_settings run may change (one PATCH each) unless pipeline.yaml says otherwise.
+DEFAULT_MAX_PROJECTS_CHANGED = 50
+
+
 class ProjectSettingsConfig(_Strict):
     schedule: str | None = "@daily"
     dry_run: bool = False
     file: str = "projects.yaml"
+    #: A plan that changes more projects than this is not applied (the run fails before any write, saying so).
+    max_projects_changed: int = Field(default=DEFAULT_MAX_PROJECTS_CHANGED, ge=1)
 
 
 class PackageSelector(_Strict):
@@ -420,11 +426,57 @@ class PipelineConfig(_Strict):
 # --- project settings as code -----------------------------------------------------------------------------------
 
 
+#: Characters git refuses in a branch name (``git check-ref-format``), besides whitespace and control characters.
+_REF_FORBIDDEN = frozenset("~^:?*[\\")
+#: Longest branch name accepted (the service's own limit is not documented; git's practical one).
+BRANCH_NAME_MAX = 255
+BRANCH_NAME_RULE = (
+    "a branch name as git allows it (e.g. main, release/2024): 1 to 255 characters, no whitespace, none of "
+    "~ ^ : ? * [ \\, no '..', '//' or '@{', not starting with '-' or '/', no part starting with '.', not ending "
+    "with '/', '.' or '.lock'"
+)
+
+
+def branch_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a branch name git would create (``git check-ref-format --branch``), or None."""
+    if not name or len(name) > BRANCH_NAME_MAX:
+        return f"it has {len(name)} characters"
+    bad = sorted({c for c in name if c in _REF_FORBIDDEN or c.isspace() or ord(c) < 32 or ord(c) == 127})
+    if bad:
+        return f"it contains {' '.join(repr(c) for c in bad)}"
+    for part in ("..", "//", "@{"):
+        if part in name:
+            return f"it contains {part!r}"
+    if name.startswith(("-", "/")) or name.endswith(("/", ".", ".lock")) or name == "@":
+        return "of how it starts or ends"
+    if any(piece.startswith(".") for piece in name.split("/")):
+        return "a part of it starts with '.'"
+    return None
+
+
 class ProjectRule(_Strict):
     match: str = Field(min_length=1)
     tags: list[str] | None = None
     diff_scan: bool | None = None
     full_scan: bool | None = None
+    #: The branch the service treats as the project's primary one (its findings count; the UI's dedup).
+    primary_branch: str | None = None
+
+    @field_validator("primary_branch")
+    @classmethod
+    def _branch_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = branch_name_problem(value)
+        if problem is not None:
+            raise ValueError(f"primary_branch {value!r} is not a branch name ({problem}); give {BRANCH_NAME_RULE}")
+        return value
+
+    @property
+    def is_catch_all(self) -> bool:
+        """The pattern names no part of a project's name (``*``, ``*/*``, ``**``): it matches every project, so it
+        does not count as mentioning one (see ``ProjectsFile.mentions``)."""
+        return set(self.match) <= {"*", "?", "/"}
 
 
 class ProjectsFile(_Strict):
@@ -462,6 +514,11 @@ class ProjectsFile(_Strict):
             if fnmatch.fnmatchcase(project_name, rule.match):
                 merged.update(rule.model_dump(exclude_none=True, exclude={"match"}))
         return ProjectRule(match=project_name, **merged) if merged else None
+
+    def mentions(self, project_name: str) -> bool:
+        """Whether an entry other than a catch-all (``*``, ``*/*``: patterns of wildcards only) matches the project:
+        a project no other entry matches is reported as not mentioned by the file (drift)."""
+        return any(not r.is_catch_all and fnmatch.fnmatchcase(project_name, r.match) for r in self.projects)
 
     def patterns_without_match(self, project_names: list[str]) -> list[str]:
         """Patterns (or exact names) that match no project the deployment has."""

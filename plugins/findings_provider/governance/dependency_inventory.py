@@ -18,7 +18,7 @@ from sqlalchemy import Table, select
 
 from findings_provider.governance.common import model_json, prune_missing, read_frame
 from findings_provider.warehouse import dependency_repository_rows, dependency_rows
-from findings_provider.warehouse.schema import dependencies, dependency_repositories
+from findings_provider.warehouse.schema import dependencies, dependency_repositories, sbom_components
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UNKNOWN_LICENCE = "(unknown)"
+#: Where a repository's licences come from in the licence table: its stored SBOM's components when it has any,
+#: else its dependencies in the inventory.
+SOURCE_SBOM = "SBOM"
+SOURCE_INVENTORY = "dependency inventory"
 
 
 def dependency_filter(filters: DependencyFilters | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -125,8 +129,68 @@ def _raw_field(raw: str | None, *keys: str) -> Any:
     return next((data[k] for k in keys if data.get(k) is not None), None)
 
 
+def _repository_key(value: Any) -> str | None:
+    """A repository id as text (``dependencies`` keeps it as text, ``sbom_components`` as a number)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    text = str(value).strip()
+    return str(int(float(text))) if text.replace(".", "", 1).isdigit() else text or None
+
+
+def licence_items(warehouse: Warehouse, deps: pd.DataFrame | None = None, *, inventory: bool = True) -> pd.DataFrame:
+    """One row per counted item and licence: ``item`` (``sbom:<id>`` or ``dependency:<id>``), ``repository_id``
+    (text), ``licence``, ``source``.
+
+    A repository with components in ``sbom_components`` (its newest completed SBOM) is counted from them
+    (:data:`SOURCE_SBOM`); any other repository from its dependencies (:data:`SOURCE_INVENTORY`, ``deps``: the
+    frame of ``dependencies`` with ``id``, ``license``, ``repository_id``; read here when None). ``inventory``
+    False: the SBOM components only.
+    """
+    import pandas as pd
+
+    c = sbom_components.c
+    sbom = read_frame(warehouse, select(c.id, c.repository_id, c.licences))
+    sbom = pd.DataFrame({"item": [f"sbom:{i}" for i in sbom["id"]],
+                         "repository_id": [_repository_key(r) for r in sbom["repository_id"]],
+                         "licence": [_licences(v) for v in sbom["licences"]], "source": SOURCE_SBOM})
+    frames = [sbom]
+    if inventory:
+        if deps is None:
+            d = dependencies.c
+            deps = read_frame(warehouse, select(d.id, d.license, d.repository_id))
+        with_sbom = set(sbom["repository_id"].dropna())
+        repos = [_repository_key(r) for r in deps["repository_id"]]
+        keep = [r is None or r not in with_sbom for r in repos]
+        frames.append(pd.DataFrame({
+            "item": [f"dependency:{i}" for i, k in zip(deps["id"], keep, strict=True) if k],
+            "repository_id": [r for r, k in zip(repos, keep, strict=True) if k],
+            "licence": [_licences(v) for v, k in zip(deps["license"], keep, strict=True) if k],
+            "source": SOURCE_INVENTORY}))
+    items = pd.concat(frames, ignore_index=True)
+    return items.explode("licence") if not items.empty else items
+
+
+def per_licence(items: pd.DataFrame, count: str = "dependencies") -> pd.DataFrame:
+    """Items (``count``) and repositories per licence of :func:`licence_items`, and the ``source`` they came
+    from (``SBOM``, ``dependency inventory``, or both joined with ``+``); most items first."""
+    import pandas as pd
+
+    if items.empty:
+        return pd.DataFrame({count: pd.Series(dtype=int), "repositories": pd.Series(dtype=int),
+                             "source": pd.Series(dtype=str)}, index=pd.Index([], name="licence"))
+    table = (
+        items.groupby("licence")
+        .agg(**{count: ("item", "nunique")}, repositories=("repository_id", "nunique"),
+             source=("source", lambda v: " + ".join(sorted(set(v)))))
+        .sort_values([count, "repositories"], ascending=False)
+    )
+    table.index.name = "licence"
+    return table
+
+
 def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataFrame]:
-    """Licences, the most widespread dependencies and the largest repositories, as report tables."""
+    """Licences (from each repository's SBOM when stored, else its inventory: :func:`licence_items`), the most
+    widespread dependencies and the largest repositories, as report tables."""
     import pandas as pd
 
     d = dependencies.c
@@ -135,25 +199,16 @@ def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataF
     repos = read_frame(warehouse, select(r.id, r.name, r.num_dependencies, r.has_dependency_path_scan))
 
     if deps.empty:
-        licences = pd.DataFrame({"dependencies": pd.Series(dtype=int)})
         widespread = pd.DataFrame(
             {"repositories": pd.Series(dtype=int), "occurrences": pd.Series(dtype=int), "versions": []}
         )
     else:
-        deps["licences"] = [_licences(c) for c in deps["license"]]
         missing_repo = deps["repository_id"].isna()
         if missing_repo.any():
             deps.loc[missing_repo, "repository_id"] = [
                 _raw_field(raw, "repositoryId", "repository_id") for raw in deps.loc[missing_repo, "raw"]
             ]
         deps["ecosystem"] = deps["ecosystem"].fillna("")
-        licences = (
-            deps.explode("licences")
-            .groupby("licences")
-            .agg(dependencies=("id", "nunique"), repositories=("repository_id", "nunique"))
-            .sort_values(["dependencies", "repositories"], ascending=False)
-        )
-        licences.index.name = "licence"
         widespread = (
             deps.groupby(["name", "ecosystem"])
             .agg(
@@ -166,6 +221,9 @@ def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataF
         )
         widespread.index = [f"{n} ({e})" if e else str(n) for n, e in widespread.index]
         widespread.index.name = "dependency"
+    items = licence_items(warehouse, deps)
+    licences = per_licence(items)
+    from_sbom = int(items.loc[items["source"] == SOURCE_SBOM, "repository_id"].nunique()) if len(items) else 0
     largest = (
         repos.sort_values("num_dependencies", ascending=False)
         .head(top)
@@ -182,6 +240,7 @@ def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataF
                     int(deps["name"].nunique()) if not deps.empty else 0,
                     len(repos),
                     int(repos["has_dependency_path_scan"].fillna(False).astype(bool).sum()) if len(repos) else 0,
+                    from_sbom,
                 ]
             },
             index=pd.Index(
@@ -190,6 +249,7 @@ def dependency_tables(warehouse: Warehouse, top: int = 20) -> dict[str, pd.DataF
                     "distinct packages",
                     "repositories",
                     "repositories with dependency path scan",
+                    "repositories whose licences come from their SBOM",
                 ],
                 name="total",
             ),

@@ -291,19 +291,8 @@ def repositories_with_dependencies(warehouse: Warehouse) -> list[int]:
 
 def sbom_licence_table(warehouse: Warehouse) -> Any:
     """Licences of the stored SBOMs' components (pandas): components and repositories per licence, ``(unknown)``
-    for a component without one; the rows a licence report reads."""
-    import pandas as pd
+    for a component without one (the licence report's counting, :func:`.dependency_inventory.per_licence`, over
+    the SBOM components only)."""
+    from findings_provider.governance.dependency_inventory import licence_items, per_licence
 
-    from findings_provider.governance.common import read_frame
-    from findings_provider.governance.dependency_inventory import _licences as split_licences
-
-    c = sbom_components.c
-    frame = read_frame(warehouse, select(c.id, c.repository_id, c.licences))
-    if frame.empty:
-        return pd.DataFrame({"components": pd.Series(dtype=int), "repositories": pd.Series(dtype=int)},
-                            index=pd.Index([], name="licence"))
-    frame["licence"] = [split_licences(v) for v in frame["licences"]]
-    table = (frame.explode("licence").groupby("licence")
-             .agg(components=("id", "nunique"), repositories=("repository_id", "nunique"))
-             .sort_values(["components", "repositories"], ascending=False))
-    return table
+    return per_licence(licence_items(warehouse, inventory=False), "components").drop(columns="source")

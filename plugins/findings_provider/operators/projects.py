@@ -1,4 +1,5 @@
-"""Operators of project settings as code: plan the difference to ``projects.yaml``, then apply it."""
+"""Operators of project settings as code: plan the difference to ``projects.yaml`` (and report the drift), then
+apply it."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from findings_provider.client.limits import PROJECTS_PAGE_SIZE
+from findings_provider.config.models import DEFAULT_MAX_PROJECTS_CHANGED
 from findings_provider.governance.common import preview, run_identity, state_key
 from findings_provider.operators.base import FindingsBaseOperator
-from findings_provider.values import as_bool
+from findings_provider.values import as_bool, as_int
 
 PLAN_STATE = "project_settings/plan"
 
@@ -16,40 +18,42 @@ PLAN_STATE = "project_settings/plan"
 def _compute_plan(operator: FindingsBaseOperator, projects_file: Any, page_size: int) -> Any:
     from findings_provider.config import ProjectsFile, load_yaml_model
     from findings_provider.governance.project_settings import plan_project_settings
+    from findings_provider.warehouse.branches import store_projects
 
     if not projects_file or not str(projects_file).strip():
         raise ValueError(f"projects_file = {projects_file!r}: give the path of the projects file (the "
                          "project_settings DAG passes project_settings.file of pipeline.yaml)")
     spec = load_yaml_model(str(projects_file), ProjectsFile)  # the file named by the argument, and no other
     projects = list(operator.api_hook.client.iter_projects(page_size=page_size))
-    store_listed_projects(operator.warehouse_hook.get_warehouse(), projects)
+    # the complete listing, kept as the extraction keeps it (the primary branches decide which copy counts)
+    store_projects(operator.warehouse_hook.get_warehouse(), projects)
     return plan_project_settings(projects, spec)
-
-
-def store_listed_projects(warehouse: Any, projects: list[Any]) -> None:
-    """Keep the complete listing in the warehouse (``projects``: the primary branches decide which copy of a
-    finding on several branches is counted), as the extraction does."""
-    from datetime import datetime, timezone
-
-    from findings_provider.warehouse.branches import store_projects
-
-    with warehouse.engine.begin() as conn:
-        store_projects(conn, projects, datetime.now(timezone.utc))
 
 
 def _print_plan(operator: FindingsBaseOperator, plan: Any) -> None:
     for line in plan.lines():
         operator.log.info(line)
     operator.log.info("plan: %s", plan.summary() if plan.actions else "empty, every matched project is in shape")
+    if plan.drift:
+        operator.log.warning("drift: %d project(s) the file does not decide (DRIFT lines above), left as they are",
+                             len(plan.drift))
+
+
+def _drift_xcom(plan: Any) -> list[str]:
+    from findings_provider.governance.project_settings import DRIFT_XCOM_ROWS
+
+    return [d.describe() for d in plan.drift[:DRIFT_XCOM_ROWS]]
 
 
 class ProjectSettingsPlanOperator(FindingsBaseOperator):
-    """Compare the projects' tags and managed scans with ``projects.yaml`` and print the plan.
+    """Compare the projects' tags, managed scans and primary branches with ``projects.yaml`` and print the plan.
 
-    Reads the file (an invalid one fails the task with file, line and reason), lists every project, and prints
-    one line per action (``PLAN add_tags acme/api: +pci``), then one per pattern that matches no project
-    (reported and skipped). The full plan is stored in the warehouse's ``pipeline_state``; the XCom carries
-    counts, its key and the first lines. Changes nothing.
+    Reads the file (an invalid one fails the task with file, line and reason), lists every project (stored in
+    the warehouse's ``projects``), and prints one line per action (``PLAN add_tags acme/api: +pci``,
+    ``PLAN set_primary_branch acme/api: master -> main``), then one per pattern that matches no project (reported
+    and skipped), then one per drifting project (``DRIFT unmentioned ...``, ``DRIFT unmanaged_tags ...``: reported,
+    never changed). The full plan is stored in the warehouse's ``pipeline_state``; the XCom carries counts, its
+    key, the first lines and the first drift lines. Changes nothing in the service.
 
     :param projects_file: path of the projects file (templated; the DAG passes ``project_settings.file`` of
         pipeline.yaml, resolved beside it).
@@ -74,22 +78,28 @@ class ProjectSettingsPlanOperator(FindingsBaseOperator):
             "plan_key": key,
             "preview": preview([{"line": line} for line in plan.lines()]),
             "unmatched": plan.unmatched_patterns[:20],
+            "drift_projects": _drift_xcom(plan),
         }
 
 
 class ApplyProjectSettingsOperator(FindingsBaseOperator):
-    """Apply a project settings plan: add tags, remove managed tags, toggle managed scans.
+    """Apply a project settings plan: one PATCH per project (tags, managed scans, primary branch together).
 
     The plan is the one stored by ``plan_task_id`` (a :class:`ProjectSettingsPlanOperator`), or, when that is
     None, computed here from ``projects_file``. It is printed one line per action before anything is applied.
-    With ``dry_run`` nothing is applied. A project removed since the plan is skipped.
+    With ``dry_run`` nothing is applied. A plan that changes more than ``max_projects_changed`` projects is
+    refused before any write. Each project is read right before its PATCH, which carries only the fields that
+    still differ (none: no request); a project removed since the plan is skipped. The projects the service
+    answered are stored in the warehouse's ``projects``.
 
     :param plan_task_id: task whose XCom carries ``plan_key``; None: plan here.
     :param projects_file: path of the projects file when planning here (templated; required then).
     :param dry_run: print the plan and change nothing. Templated.
+    :param max_projects_changed: most projects one run may change. Templated.
     """
 
-    template_fields: Sequence[str] = (*FindingsBaseOperator.template_fields, "is_dry_run", "projects_file")
+    template_fields: Sequence[str] = (
+        *FindingsBaseOperator.template_fields, "is_dry_run", "projects_file", "max_projects_changed")
 
     def __init__(
         self,
@@ -98,6 +108,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
         projects_file: str | None = None,
         dry_run: Any = False,
         page_size: int = PROJECTS_PAGE_SIZE.default,
+        max_projects_changed: Any = DEFAULT_MAX_PROJECTS_CHANGED,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -105,6 +116,7 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
         self.projects_file = projects_file
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
         self.page_size = page_size
+        self.max_projects_changed = max_projects_changed
 
     def _plan(self, context: Any) -> Any:
         from findings_provider.governance.project_settings import ProjectPlan
@@ -122,11 +134,22 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
         from findings_provider.governance.project_settings import apply_project_plan
 
         dry_run = as_bool(self.is_dry_run, "dry_run")
+        cap = as_int(self.max_projects_changed, "max_projects_changed", minimum=1)
         plan = self._plan(context)
         _print_plan(self, plan)
+        changing = len(plan.projects_changed())
+        base = {"planned": len(plan.actions), "projects": changing, "drift": len(plan.drift),
+                "drift_projects": _drift_xcom(plan)}
         if dry_run:
-            self.log.info("dry run: %d actions not applied", len(plan.actions))
-            return {"dry_run": True, "planned": len(plan.actions), "applied": 0, "skipped": 0}
-        counts = apply_project_plan(self.api_hook.client, plan)
-        self.log.info("applied %d of %d actions (%d skipped)", counts["applied"], len(plan.actions), counts["skipped"])
-        return {"dry_run": False, "planned": len(plan.actions), **counts}
+            self.log.info("dry run: %d actions on %d projects not applied", len(plan.actions), changing)
+            over_cap = changing > cap
+            if over_cap:
+                self.log.warning("a run that applies this plan refuses it: %d projects to change, more than "
+                                 "max_projects_changed = %d", changing, cap)
+            return {"dry_run": True, **base, "over_cap": over_cap, "patched": 0, "unchanged": 0, "skipped": 0}
+        counts = apply_project_plan(self.api_hook.client, plan, self.warehouse_hook.get_warehouse(),
+                                    max_projects_changed=cap)
+        self.log.info("%d projects patched (one PATCH each), %d in shape when read, %d skipped, of %d planned",
+                      counts["patched"], counts["unchanged"], counts["skipped"], changing)
+        return {"dry_run": False, **base, **counts}
+

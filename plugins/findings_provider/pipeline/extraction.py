@@ -485,8 +485,7 @@ def refresh_projects(client: FindingsClient, warehouse: Warehouse, now: datetime
         with warehouse.engine.begin() as conn:
             recounted = recount(conn)
         return {"projects": None, "recounted": recounted, "error": str(exc)}
-    with warehouse.engine.begin() as conn:
-        stored = store_projects(conn, listed, now)
+    stored = store_projects(warehouse, listed, now=now)
     log.info("projects: %d listed, %d findings' counted copy changed (%.1f s)", stored["projects"],
              stored["recounted"], time.perf_counter() - started)
     return stored

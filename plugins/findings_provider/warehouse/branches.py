@@ -13,7 +13,10 @@ ticketed on its own) and marks the counted one:
 - :func:`recount` sets it, writing only the rows whose mark changes; the extraction runs it after its pulls and
   before the day's snapshot, and the read-back after a write runs it too (it may store copies the warehouse did not
   have).
-- :func:`store_projects` replaces ``projects`` with a complete listing of the deployment's projects.
+- :func:`store_projects` is the one writer of ``projects``: a complete listing of the deployment's projects
+  replaces the table (the extraction, the ``project_settings`` plan), and the projects the service answered a
+  change with replace their own rows (the ``project_settings`` apply); either way in its own transaction,
+  followed by :func:`recount`.
 
 ``findings_provider.programme`` counts only counted copies unless a page asks for every branch's copy.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,6 +37,8 @@ from .timestamps import utc_datetime
 
 if TYPE_CHECKING:
     from findings_provider.client.models import Project
+
+    from .store import Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -104,18 +109,30 @@ def project_rows(listed: Iterable[Project], now: datetime) -> list[dict[str, Any
     return list(rows.values())
 
 
-def store_projects(conn: Connection, listed: Iterable[Project], now: datetime) -> dict[str, int]:
-    """Replace ``projects`` with a complete listing (projects no longer listed are removed), then
-    :func:`recount`; return the projects stored and the findings whose mark changed."""
-    rows = project_rows(listed, now)
-    before = primary_branches(conn)
-    conn.execute(delete(projects))
-    if rows:
-        conn.execute(insert(projects), rows)
-    changed = recount(conn, everything=primary_branches(conn) != before)
-    log.info("projects: %d stored (primary branches of the counted copies); %d findings recounted", len(rows),
-             changed)
-    return {"projects": len(rows), "recounted": changed}
+def store_projects(warehouse: Warehouse, listed: Iterable[Project], *, complete: bool = True,
+                   now: datetime | None = None) -> dict[str, int]:
+    """Store projects as the service answered them, in one transaction of its own, then :func:`recount`; return
+    the projects stored and the findings whose mark changed.
+
+    ``complete``: ``listed`` is the whole listing of the deployment, and replaces ``projects`` (projects no
+    longer listed are removed). Otherwise only the rows of the projects given are replaced (the answer of a
+    change to them) and the others are kept. ``now`` (default: the current time) is their ``synced_at``.
+    """
+    rows = project_rows(listed, now or datetime.now(timezone.utc))
+
+    def write() -> dict[str, int]:
+        with warehouse.engine.begin() as conn:
+            before = primary_branches(conn)
+            conn.execute(delete(projects) if complete else
+                         delete(projects).where(projects.c.name.in_([r["name"] for r in rows])))
+            if rows:
+                conn.execute(insert(projects), rows)
+            return {"projects": len(rows), "recounted": recount(conn, everything=primary_branches(conn) != before)}
+
+    stored = warehouse._reconnecting(f"storing {len(rows)} projects", write)
+    log.info("projects: %d stored%s (primary branches of the counted copies); %d findings recounted",
+             stored["projects"], "" if complete else " of those changed", stored["recounted"])
+    return stored
 
 
 def primary_branches(conn: Connection) -> dict[str, str]:
