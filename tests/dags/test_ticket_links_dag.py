@@ -57,7 +57,8 @@ def test_link_through_the_params_then_a_person_unlinks_one_and_it_is_not_tickete
     links = [r for r in emu.requests(seq) if r["operation"] == "tickets_link"]
     assert [sorted(int(i) for i in r["body"]["issue_ids"]) for r in links] == [sorted([a, b])]
     assert not {a, b} & set(_posted_ids(emu, seq))  # linked, so never sent to ticket creation
-    service: dict[int, Any] = {f.id: f.external_ticket for f in client.iter_findings("sast", page_size=3000) if f.id in (a, b)}
+    service: dict[int, Any] = {f.id: f.external_ticket for f in client.iter_findings("sast", page_size=3000)
+                               if f.id in (a, b)}
     assert service[a].url == service[b].url == URL
     stored = dict((r[0], r[1]) for r in _rows(stack, "SELECT id, external_ticket_id FROM findings WHERE "
                                                       "issue_type = 'sast' AND id IN (:a, :b)", a=a, b=b))
