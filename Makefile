@@ -12,10 +12,16 @@ LOWEST_STAMP := $(LOWEST_VENV)/.installed
 # subprocesses (emulators, Airflow, Docker) as much as they compute. A module's tests stay on one worker; the modules
 # that start Airflow stacks share one (tests/parallel.py). TEST_WORKERS=0 runs the tests one by one, in-process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# The lowest-Airflow suite's workers: as many when run alone (make test-lowest), LOWEST_BESIDE_WORKERS beside the main
+# suite (make test), at the CPU priority LOWEST_NICE, its output kept in LOWEST_LOG.
+LOWEST_WORKERS ?= $(TEST_WORKERS)
+LOWEST_BESIDE_WORKERS ?= 2
+LOWEST_NICE ?= 10
+LOWEST_LOG ?= test-artifacts/lowest-suite.log
 # What runs without starting Airflow components, Docker or a browser.
 IN_PROCESS := not e2e and not browser and not celery and not chaos and not integration and not bench and not compose and not install and not multiday
 
-.PHONY: venv venv-lowest test test-unit test-lowest lint demo bench browser-deps compose-deps clean
+.PHONY: venv venv-lowest test test-unit test-lowest system-deps lint demo bench browser-deps compose-deps clean
 
 $(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -79,9 +85,26 @@ lint: venv
 	$(BIN)/python -m mypy
 	MYPYPATH=bench $(BIN)/python -m mypy bench
 
-test: venv browser-deps compose-deps lint
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-lowest
+# Both virtualenvs and the Debian packages are made side by side, lint runs once the first virtualenv is there; then
+# the main suite and the lowest-Airflow suite run side by side. The lowest suite runs at a lower CPU priority
+# (LOWEST_NICE), so that it takes what the main suite's waits leave idle and does not starve the Airflow stacks;
+# its output is kept in $(LOWEST_LOG) and printed when both are done. The target fails if either suite fails.
+test:
+	@$(MAKE) --no-print-directory -j3 lint venv-lowest system-deps
+	@mkdir -p $(dir $(LOWEST_LOG))
+	@echo "test: the lowest-Airflow suite runs beside the main suite (output: $(LOWEST_LOG))"
+	@PATH="$(abspath $(LOWEST_BIN)):$$PATH" nice -n $(LOWEST_NICE) $(call LOWEST_PYTEST,$(LOWEST_BESIDE_WORKERS)) \
+	  $(LOWEST_PYTEST_ARGS) >$(LOWEST_LOG) 2>&1 & lowest=$$!; trap 'kill $$lowest 2>/dev/null' INT TERM; \
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) $(PYTEST_ARGS); \
+	main=$$?; wait $$lowest; low=$$?; \
+	echo "===== the lowest-Airflow suite ($(LOWEST_LOG)) ====="; cat $(LOWEST_LOG); \
+	echo "test: main suite exit $$main, lowest-Airflow suite exit $$low"; \
+	[ $$main -eq 0 ] && [ $$low -eq 0 ]
+
+# The Debian packages, one apt-get after the other (two at once would wait on dpkg's lock).
+system-deps:
+	@$(MAKE) --no-print-directory browser-deps
+	@$(MAKE) --no-print-directory compose-deps
 
 test-unit: venv
 	$(BIN)/python -m pytest -m "$(IN_PROCESS)" -n $(TEST_WORKERS) $(PYTEST_ARGS)
@@ -90,11 +113,13 @@ test-unit: venv
 # lowest declared versions of the provider's dependencies), DAG runs against the emulator included. Not here: the
 # suites that start Airflow components, Docker or a browser, and the three that answer an approval inside
 # dag.test(), which Airflow 3.2's dag.test() cannot serve (approvals there need the scheduler and triggerer).
+LOWEST_PYTEST = $(LOWEST_BIN)/python -m pytest -p no:cacheprovider -n $(1) \
+  -m "(not e2e and not browser and not celery and not chaos and not bench and not compose and not install) and not approval_in_dag_test" \
+  tests/test_provider_info.py tests/hooks tests/operators tests/sensors tests/triggers tests/dags tests/pipeline \
+  tests/warehouse tests/governance tests/test_alerts.py
+
 test-lowest: venv-lowest
-	PATH="$(abspath $(LOWEST_BIN)):$$PATH" $(LOWEST_BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) \
-	  -m "(not e2e and not browser and not celery and not chaos and not bench and not compose and not install) and not approval_in_dag_test" \
-	  tests/test_provider_info.py tests/hooks tests/operators tests/sensors tests/triggers tests/dags tests/pipeline \
-	  tests/warehouse tests/governance tests/test_alerts.py $(LOWEST_PYTEST_ARGS)
+	PATH="$(abspath $(LOWEST_BIN)):$$PATH" $(call LOWEST_PYTEST,$(LOWEST_WORKERS)) $(LOWEST_PYTEST_ARGS)
 
 demo: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python devtools/demo.py $(DEMO_ARGS)
