@@ -8,8 +8,12 @@ verdict `true_positive` and severity `high`/`critical`, or supply-chain findings
 each triage run (the `findings://warehouse/triage_actions` Asset), on its own schedule if configured, and on a
 manual trigger.
 
-- **plan_tickets** selects the findings and counts the tickets per policy; above a policy's cap
-  (`max_tickets`, 100 by default) **approve_tickets** asks a person in the UI (Required Actions) first.
+- **link_tickets** links the findings of `link_finding_ids` to the existing ticket `link_ticket_url` (one a
+  person filed by hand), when given: right before the write it re-reads them, leaves alone any that carries
+  another ticket, and records each link in `ticket_actions` (`linked`); ticket creation never tickets them.
+- **plan_tickets** records tickets of ours the service no longer links (`unlinked`, `replaced`), then selects
+  the findings and counts the tickets per policy; above a policy's cap (`max_tickets`, 100 by default)
+  **approve_tickets** asks a person in the UI (Required Actions) first.
 - **create_tickets** checks the recorded approval itself, re-reads each policy's findings from the service and
   drops any that a person changed since the last extraction, or whose ticket of ours a person closed or removed
   (table `dropped_findings`, with the reason), then groups findings by repository and rule (at most 50 per
@@ -27,6 +31,11 @@ manual trigger.
   default project.
 - `max_tickets` (null or integer >= 1, default null): lowers every policy's cap for this run; a larger value
   does not raise a cap (above it, a person approves).
+- `link_ticket_url` (null or an http(s) URL, default null) and `link_finding_ids` (integer ids, default empty,
+  at most 50): link these findings to that existing ticket before planning; empty: nothing is linked.
+
+The DAG never unlinks a ticket nor deletes a link: a finding whose ticket of ours a person unlinked, deleted or
+replaced is recorded and not ticketed again, unless its policy sets `reticket_unlinked`.
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ from findings_provider.assets import TICKETS, TRIAGE
 from findings_provider.config import load_pipeline_config
 from findings_provider.dag_defaults import approval_steps, cap_param, conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.findings import PublishAssetOperator
-from findings_provider.operators.tickets import CreateTicketsOperator, PlanTicketsOperator
+from findings_provider.operators.tickets import CreateTicketsOperator, LinkTicketOperator, PlanTicketsOperator
+from findings_provider.pipeline.ticket_links import MAX_LINKS as LINK_CAP
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.ticket_creation
@@ -57,8 +67,31 @@ with DAG(
             description="Issue-tracker project id (digits); empty: the integration's default project.",
         ),
         "max_tickets": cap_param("max_tickets"),
+        "link_ticket_url": Param(
+            None,
+            type=["null", "string"],
+            pattern="^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/]+",
+            title="Link to an existing ticket (URL)",
+            description="An existing tracker ticket (http or https URL) to link the findings below to, e.g. one a "
+            "person filed by hand; empty: nothing is linked.",
+        ),
+        "link_finding_ids": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 1},
+            maxItems=LINK_CAP,
+            title="Finding ids to link",
+            description=f"Findings to link to that ticket (at most {LINK_CAP}); empty: nothing is linked.",
+        ),
     },
 ) as dag:
+    link = LinkTicketOperator(
+        task_id="link_tickets",
+        ticket_url="{{ params.link_ticket_url }}",
+        finding_ids="{{ params.link_finding_ids }}",
+        dry_run="{{ params.dry_run }}",
+        **CONN,
+    )
     plan = PlanTicketsOperator(
         task_id="plan_tickets",
         max_tickets="{{ params.max_tickets }}",
@@ -88,5 +121,5 @@ with DAG(
         asset=TICKETS,
         pool="default_pool",
     )
-    plan >> check >> [approve, create]
+    link >> plan >> check >> [approve, create]
     approve >> create >> publish

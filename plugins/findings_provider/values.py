@@ -88,10 +88,31 @@ def as_str_list(value: Any, name: str, *, allowed: tuple[str, ...] | None = None
     return list(dict.fromkeys(items))
 
 
-def as_int_list(value: Any, name: str) -> list[int]:
-    """A list of integers (ids) from a list or its JSON text."""
+def as_int_list(value: Any, name: str, *, minimum: int | None = None) -> list[int]:
+    """A list of integers (ids) from a list or its JSON text, each at least ``minimum``."""
     items = as_str_list(value, name)
     bad = [v for v in items if not v.lstrip("-").isdigit()]
     if bad:
         raise ParamError(f"{name}: {bad} are not integers")
-    return [int(v) for v in items]
+    numbers = [int(v) for v in items]
+    low = [n for n in numbers if minimum is not None and n < minimum]
+    if low:
+        raise ParamError(f"{name}: {low} must be >= {minimum}")
+    return numbers
+
+
+def as_http_url(value: Any, name: str) -> str:
+    """An absolute http(s) URL with a host (a ticket's address in the tracker)."""
+    from urllib.parse import urlsplit
+
+    text = value.strip() if isinstance(value, str) else ""
+    if value is None or text.lower() in _NULLS:
+        raise ParamError(f"{name} is required: the http(s) URL of an existing ticket")
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or " " in text:
+        raise ParamError(f"{name} = {value!r} must be an http(s) URL with a host, such as "
+                         "https://tracker.example/browse/SEC-12")
+    return text

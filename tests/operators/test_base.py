@@ -126,7 +126,7 @@ def test_no_operator_shadows_a_method_of_base_operator_and_dry_run_stays_templat
                 assert vars(operator)["is_dry_run"] == "{{ params.dry_run }}"
                 assert inspect.ismethod(operator.dry_run), cls
                 with_dry_run.append(cls.__name__)
-    assert len(with_dry_run) == 7, with_dry_run
+    assert len(with_dry_run) == 8, with_dry_run
 
 
 #: What finds and reads this repository's configuration files: only a DAG file (when it is parsed) may call them.

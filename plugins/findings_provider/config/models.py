@@ -175,6 +175,9 @@ class TriagePolicy(_Policy):
 class TicketPolicy(_Policy):
     #: Above this many tickets in one run, a person approves first (or the run stops).
     max_tickets: int = Field(default=DEFAULT_MAX_TICKETS, ge=1)
+    #: Ticket again a finding whose ticket of ours the service no longer links (unlinked, its link deleted, or
+    #: replaced by a ticket since removed). False: such a finding is recorded and left alone.
+    reticket_unlinked: bool = False
 
     @field_validator("issue_type")
     @classmethod

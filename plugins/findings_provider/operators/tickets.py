@@ -9,8 +9,8 @@ from findings_provider.client.limits import TICKETS_LIMIT
 from findings_provider.config import TicketConfig, TicketPolicy
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTicketedLink, TicketsCreatedLink
-from findings_provider.pipeline import approval, ticket_plan, tickets
-from findings_provider.values import as_bool, as_int, as_optional_digits, as_optional_int
+from findings_provider.pipeline import approval, ticket_links, ticket_plan, tickets
+from findings_provider.values import as_bool, as_http_url, as_int, as_int_list, as_optional_digits, as_optional_int
 
 #: The defaults of pipeline.yaml's ``ticket_creation``: an argument left out takes its value from here.
 _TICKETS = TicketConfig()
@@ -21,7 +21,8 @@ class PlanTicketsOperator(FindingsBaseOperator):
 
     A person approves first when a policy would create more tickets than its cap (``max_tickets`` in
     pipeline.yaml, lowered for one run by ``max_tickets`` here). Nothing is sent and nothing is recorded in
-    ``ticket_actions``; the plan (counts per policy, the reasons) is recorded where ``CreateTicketsOperator``
+    ``ticket_actions`` but what became of tickets of ours (``unlinked``, ``replaced``: see
+    ``pipeline.ticket_links``); the plan (counts per policy, the reasons) is recorded where ``CreateTicketsOperator``
     checks it. Returns counts, ``needs_approval`` (also under its own XCom key) and the approval's subject and
     body.
 
@@ -50,6 +51,7 @@ class PlanTicketsOperator(FindingsBaseOperator):
     def run(self, context: Any) -> dict[str, Any]:
         group_issues = as_bool(self.group_issues, "group_issues")
         warehouse = self.warehouse_hook.get_warehouse()
+        ticket_links.reconcile_links(warehouse, [str(p.issue_type) for p in self.policies], context.get("run_id"))
         plans = ticket_plan.plan_policies(warehouse, self.policies, group_issues=group_issues,
                                           max_tickets=as_optional_int(self.max_tickets, "max_tickets", minimum=1))
         reasons = [r for p in plans if (r := p.over_cap)]
@@ -134,4 +136,73 @@ class CreateTicketsOperator(FindingsBaseOperator):
             run_id=context.get("run_id"),
         )
         context["ti"].xcom_push(key="tickets", value=out["created"])
+        return out
+
+
+class LinkTicketOperator(FindingsBaseOperator):
+    """Link findings to a ticket that already exists in the tracker (one a person filed by hand).
+
+    Right before the write the findings are read again from the service and stored in the warehouse: one that
+    carries a different ticket by then is left alone (logged, and in ``dropped_findings`` with the reason), one
+    already linked to this ticket is counted as such, one the warehouse does not hold is left alone (run
+    ``findings_extraction`` first). At most ``max_links`` findings are linked per run, in one request; those
+    named beyond it are reported in ``deferred``. A lost or unreadable answer is "maybe done": the findings are
+    re-read and recorded from what the service says, never linked again blindly; the task then fails when some
+    are not linked, so that a retry re-reads and links what is left. What the service answers is stored on the
+    findings' rows (then read back from the service), recorded per finding as ``linked`` in ``ticket_actions`` and
+    in the write ledger: ticket creation never tickets these findings, and a later loss of the link is recorded
+    (``unlinked``) like that of a ticket it created. Nothing is done when ``finding_ids`` is empty. Returns the
+    counts and pushes ``linked`` under its own XCom key.
+
+    :param ticket_url: the ticket's address in the tracker, an http(s) URL (templated; required when
+        ``finding_ids`` names any).
+    :param finding_ids: the findings to link, positive integer ids (a list or its JSON text; templated).
+    :param max_links: most findings linked in one run, 1..50 (templated).
+    :param dry_run: record the plan (``planned`` rows, from the warehouse) without calling the API (templated).
+    """
+
+    operator_extra_links = (FindingsTicketedLink(),)
+
+    lineage_reads = ("findings", "secrets")
+    lineage_writes = ("ticket_actions", "findings", "write_ledger", "dropped_findings")
+
+    template_fields: Sequence[str] = (
+        *FindingsBaseOperator.template_fields, "ticket_url", "finding_ids", "max_links", "is_dry_run",
+    )
+    ui_color = "#d9edf7"
+
+    def __init__(
+        self,
+        *,
+        ticket_url: Any = None,
+        finding_ids: Any = (),
+        max_links: Any = ticket_links.MAX_LINKS,
+        dry_run: Any = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.ticket_url = ticket_url
+        self.finding_ids = finding_ids
+        self.max_links = max_links
+        self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
+
+    def run(self, context: Any) -> dict[str, Any]:
+        ids = as_int_list(self.finding_ids, "finding_ids", minimum=1)
+        dry_run = as_bool(self.is_dry_run, "dry_run")
+        cap = as_int(self.max_links, "max_links", minimum=1, maximum=ticket_links.MAX_LINKS)
+        if not ids:
+            self.log.info("no finding ids given: nothing to link")
+            context["ti"].xcom_push(key="linked", value=0)
+            return {"requested": 0, "linked": 0, "dry_run": dry_run}
+        url = as_http_url(self.ticket_url, "ticket_url")
+        out = ticket_links.link_ticket(
+            None if dry_run else self.api_hook.client,
+            self.warehouse_hook.get_warehouse(),
+            url,
+            ids,
+            max_links=cap,
+            dry_run=dry_run,
+            run_id=context.get("run_id"),
+        )
+        context["ti"].xcom_push(key="linked", value=out["linked"])
         return out

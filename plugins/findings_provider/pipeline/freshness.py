@@ -181,6 +181,7 @@ def reread(
     candidates: Sequence[SelectedFinding],
     target: dict[str, Any] | None = None,
     ours: Iterable[int] = (),
+    redo: Iterable[int] = (),
     run_id: str | None = None,
 ) -> Freshness:
     """Re-read ``candidates`` from the service; keep those unchanged since the warehouse read them.
@@ -188,7 +189,8 @@ def reread(
     ``target``: the column values the write would set (triage): a candidate already in that state (an earlier
     attempt of the same run, or a person, did it) is dropped as such rather than as a conflict. ``ours``:
     candidates a ticket request of ours may have ticketed unseen (its outcome unknown); one that has a ticket now
-    is returned in ``ours``, not dropped as a person's change.
+    is returned in ``ours``, not dropped as a person's change. ``redo``: candidates whose undone write of ours the
+    policy may do again (a ticket policy's ``reticket_unlinked``): not dropped for that reason.
     """
     out = Freshness()
     if not candidates:
@@ -205,7 +207,7 @@ def reread(
         warehouse, kind, policy, issue_type,
         ((i, row[_COL["relevant_since"]], row[_COL["triage_state"]]) for i, row in fresh.items()),
     )
-    suspects = set(ours)
+    suspects, again = set(ours), set(redo)
     for finding_id, before in sorted(wanted.items()):
         row = fresh.get(finding_id)
         if row is not None and finding_id in suspects and row[_COL["external_ticket_id"]] is not None:
@@ -222,7 +224,7 @@ def reread(
             out.dropped[finding_id] = "changed in the service since the last extraction: " + ", ".join(changed)
         elif mismatch := matches(row, selector):
             out.dropped[finding_id] = "no longer matches the policy: " + ", ".join(mismatch)
-        elif finding_id in undone:
+        elif finding_id in undone and finding_id not in again:
             out.dropped[finding_id] = undone[finding_id]
         else:
             out.kept.append(finding_id)
@@ -245,7 +247,7 @@ class Settled:
 
 
 def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
-           written: Iterable[int], status: str | None = None) -> Settled:
+           written: Iterable[int], status: str | None = None, *, before_write: bool = False) -> Settled:
     """After a write: read again every finding it named (and the same-fingerprint findings the service reported
     triaged with them) and store the service's rows, so that in the same run the warehouse equals the service for
     each of them, what a person did a moment before the write included.
@@ -254,7 +256,8 @@ def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, select
     the selector's), from the oldest written finding's ``relevant_since``: what the write left as it left it. Then,
     for those not met, a pull without the filters a person changes (status) or that part twins (ref). In all at most
     ``ceil(named / 3000) + 1`` requests (secrets: their whole list). A finding not read back within that keeps the
-    write's own patch, and is logged.
+    write's own patch, and is logged. ``before_write``: the same read of findings named by hand right before a write
+    (a ticket link), whose ``unseen`` are then not written.
     """
     wanted = set(written)
     out = Settled(named=len(wanted))
@@ -272,8 +275,9 @@ def settle(client: FindingsClient, warehouse: Warehouse, issue_type: str, select
                                   wanted=wanted, twins=True)
     out.read_back = len(fresh)
     out.unseen = sorted(wanted - fresh.keys())
-    log.info("after the write: %d of %d %s findings it named read back from the service in %d request(s)%s",
-             out.read_back, out.named, issue_type, out.requests,
+    log.info("%s: %d of %d %s findings it named read back from the service in %d request(s)%s",
+             "before the write" if before_write else "after the write", out.read_back, out.named, issue_type,
+             out.requests,
              f"; not listed within the budget: {out.unseen[:20]}" if out.unseen else "")
     return out
 

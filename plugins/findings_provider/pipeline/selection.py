@@ -15,8 +15,11 @@ from findings_provider.warehouse import Warehouse
 from findings_provider.warehouse.batches import id_batches
 from findings_provider.warehouse.schema import findings, ticket_actions, write_ledger
 
-#: Outcomes after which a finding is never sent to ticket creation again.
-TICKET_DONE = ("succeeded",)
+#: Outcomes after which a finding is never sent to ticket creation again (a ticket we created, or linked).
+TICKET_DONE = ("succeeded", "linked")
+#: Outcomes recorded when the service no longer links a ticket of ours to the finding (unlinked or its link deleted),
+#: or another ticket replaced it: not ticketed again unless the policy says ``reticket_unlinked``.
+TICKET_GONE = ("unlinked", "replaced")
 #: Outcomes that block a finding while they are its latest: ``ambiguous`` until reconciled, ``skipped`` (reported).
 TICKET_BLOCKING_WHEN_LATEST = ("ambiguous", "skipped")
 
@@ -60,8 +63,12 @@ def selector_conditions(issue_type: str, selector: FindingSelector) -> list[Colu
     return conditions
 
 
-def ticket_blocked() -> ColumnElement[bool]:
-    """True for a finding that has, or may have, a ticket, or whose last ticket request was skipped."""
+def ticket_blocked(*, reticket_unlinked: bool = False) -> ColumnElement[bool]:
+    """True for a finding that has, or may have, a ticket, or whose last ticket request was skipped.
+
+    A finding that had a ticket of ours stays blocked after the service lost it (``TICKET_GONE``), unless
+    ``reticket_unlinked``: then one with no ticket now and such a latest outcome is free to be ticketed again.
+    """
     done = ticket_actions.alias("ta_done")
     last = ticket_actions.alias("ta_last")
     latest = ticket_actions.alias("ta_latest")
@@ -88,7 +95,12 @@ def ticket_blocked() -> ColumnElement[bool]:
                write_ledger.c.finding_id == findings.c.id, findings.c.relevant_since > write_ledger.c.relevant_since)
         .exists()
     )
-    return findings.c.external_ticket_id.is_not(None) | (has_succeeded & ~reintroduced) | blocking_latest
+    ours = has_succeeded & ~reintroduced
+    if reticket_unlinked:
+        gone = ticket_actions.alias("ta_gone")
+        gone_latest = select(gone.c.id).where(gone.c.id == latest_id, gone.c.outcome.in_(TICKET_GONE)).exists()
+        ours = ours & ~gone_latest
+    return findings.c.external_ticket_id.is_not(None) | ours | blocking_latest
 
 
 def select_findings(
@@ -97,11 +109,13 @@ def select_findings(
     selector: FindingSelector,
     *,
     without_ticket: bool = False,
+    reticket_unlinked: bool = False,
 ) -> list[SelectedFinding]:
-    """Findings of ``issue_type`` matching ``selector`` (ascending id); optionally only those with no ticket."""
+    """Findings of ``issue_type`` matching ``selector`` (ascending id); optionally only those with no ticket
+    (``reticket_unlinked``: see :func:`ticket_blocked`)."""
     conditions = selector_conditions(issue_type, selector)
     if without_ticket:
-        conditions.append(~ticket_blocked())
+        conditions.append(~ticket_blocked(reticket_unlinked=reticket_unlinked))
     stmt = (
         select(*(findings.c[name] for name in SELECTED_COLUMNS))
         .where(and_(*conditions))
@@ -125,8 +139,9 @@ def select_by_ids(warehouse: Warehouse, issue_type: str, ids: Sequence[int]) -> 
     return out
 
 
-def latest_ticket_outcomes(warehouse: Warehouse, issue_type: str, outcome: str) -> list[int]:
-    """Ids of findings whose latest (non-planned) ticket outcome is ``outcome``."""
+def latest_ticket_outcomes(warehouse: Warehouse, issue_type: str, outcome: str | Sequence[str]) -> list[int]:
+    """Ids of findings whose latest (non-planned) ticket outcome is ``outcome`` (or one of them)."""
+    outcomes = [outcome] if isinstance(outcome, str) else list(outcome)
     latest = (
         select(ticket_actions.c.finding_id, func.max(ticket_actions.c.id).label("last"))
         .where(ticket_actions.c.issue_type == issue_type, ticket_actions.c.outcome != "planned")
@@ -136,7 +151,7 @@ def latest_ticket_outcomes(warehouse: Warehouse, issue_type: str, outcome: str) 
     stmt = (
         select(ticket_actions.c.finding_id)
         .join(latest, latest.c.last == ticket_actions.c.id)
-        .where(ticket_actions.c.outcome == outcome)
+        .where(ticket_actions.c.outcome.in_(outcomes))
         .order_by(ticket_actions.c.finding_id)
     )
     with warehouse.engine.connect() as conn:

@@ -1,9 +1,11 @@
 """Planning a ticket run: each policy's un-ticketed findings, grouped into tickets and cut into requests.
 
-Selection: a policy's findings with no ticket (``external_ticket_id`` NULL, no succeeded ticket request, and a
-latest request that was neither ambiguous nor skipped). Findings are grouped locally by (repository, rule), at
-most 50 per group (the service's per-ticket cap), and sent in batches of at most ``tickets_per_call`` groups,
-never two groups of the same (repository, rule) in one request (the service would merge them into one ticket).
+Selection: a policy's findings with no ticket (``external_ticket_id`` NULL, no succeeded ticket request or link, and
+a latest request that was neither ambiguous nor skipped). A finding whose ticket of ours the service lost since
+(``unlinked``, ``replaced``) is selected again only by a policy with ``reticket_unlinked``. Findings are grouped
+locally by (repository, rule), at most 50 per group (the service's per-ticket cap), and sent in batches of at most
+``tickets_per_call`` groups, never two groups of the same (repository, rule) in one request (the service would
+merge them into one ticket).
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def plan_policies(
             continue
         issue_type = str(policy.issue_type)
         selected = [
-            f for f in select_findings(warehouse, issue_type, policy.selector, without_ticket=True)
+            f for f in select_findings(warehouse, issue_type, policy.selector, without_ticket=True,
+                                       reticket_unlinked=policy.reticket_unlinked)
             if (issue_type, f.id) not in claimed
         ]
         claimed.update((issue_type, f.id) for f in selected)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from findings_provider.client.limits import TICKETS_LIMIT
 from findings_provider.config import FindingSelector, TicketPolicy
-from findings_provider.pipeline import approval, freshness, ledger
+from findings_provider.pipeline import approval, freshness, ledger, ticket_links
+from findings_provider.pipeline.selection import TICKET_GONE, latest_ticket_outcomes
 from findings_provider.pipeline.ticket_outcomes import (
     TicketTally,
     reconcile_ambiguous,
@@ -60,9 +61,10 @@ def fresh_batches(
     stats = {"reread_requests": 0, "dropped": 0, "deferred_tickets": 0, "recovered_before_sending": 0}
     for plan in plans:
         name, issue_type = plan.policy.name, str(plan.policy.issue_type)
+        redo = latest_ticket_outcomes(warehouse, issue_type, TICKET_GONE) if plan.policy.reticket_unlinked else ()
         fresh = freshness.reread(client, warehouse, kind=ledger.TICKET, policy=name, issue_type=issue_type,
                                  selector=plan.policy.selector, candidates=plan.selected,
-                                 ours=unseen_ticket_suspects(warehouse, issue_type), run_id=run_id)
+                                 ours=unseen_ticket_suspects(warehouse, issue_type), redo=redo, run_id=run_id)
         stats["reread_requests"] += fresh.requests
         stats["dropped"] += len(fresh.dropped)
         if fresh.ours:  # an earlier request of ours ticketed them after all: record it, never send again
@@ -95,7 +97,8 @@ def run_tickets(
     max_tickets: int | None = None,
     run_id: str | None = None,
 ) -> dict[str, Any]:
-    """One ticket run: reconcile unknown outcomes, plan, check caps and approval, re-read, create, record.
+    """One ticket run: record tickets of ours the service lost, reconcile unknown outcomes, plan, check caps and
+    approval, re-read, create, record.
 
     Raises ``approval.ApprovalError`` (nothing sent) when the run's recorded plan needed a person's approval
     and has none, or when there is no recorded plan and a policy is above its cap.
@@ -103,6 +106,8 @@ def run_tickets(
     record = approval.get_plan(warehouse, approval.TICKETS, run_id)
     if not dry_run and (problem := approval.missing_approval(record)):
         raise approval.ApprovalError(f"not creating tickets: {problem}")
+    # tickets of ours the service no longer links (as the last extraction or re-read stored them): recorded
+    lost = ticket_links.reconcile_links(warehouse, [str(p.issue_type) for p in policies], run_id)
     reconciled = None if dry_run else reconcile_ambiguous(
         sending_client(client), warehouse, [str(p.issue_type) for p in policies], run_id)
     if not dry_run:  # what an extraction has shown since: tickets a lost answer did create
@@ -142,6 +147,7 @@ def run_tickets(
     out["dry_run"] = dry_run
     out["created"] = tally.tickets + (reconciled.tickets if reconciled else 0)
     out.update({"settle_requests": 0, "settled": 0, "settle_named": 0, **stats})
+    out["tickets_lost"] = lost
     if reconciled is not None and (reconciled.succeeded or reconciled.failed):
         out["reconciled"] = {"succeeded": reconciled.succeeded, "failed": reconciled.failed}
     return out

@@ -24,18 +24,21 @@ from .upsert import BulkUpserter
 from .versioning import ensure_current
 
 TriageStatus = Literal["planned", "succeeded", "failed", "dropped"]
-TicketOutcome = Literal["succeeded", "failed", "skipped", "planned", "ambiguous"]
+#: ``linked``: a person's existing ticket linked through ``LinkTicketOperator``; ``unlinked`` / ``replaced``: a ticket
+#: of ours (created or linked) that the service no longer links to the finding, or that another ticket replaced.
+TicketOutcome = Literal["succeeded", "failed", "skipped", "planned", "ambiguous", "linked", "unlinked", "replaced"]
 TRIAGE_STATUSES: tuple[str, ...] = get_args(TriageStatus)
 TICKET_OUTCOMES: tuple[str, ...] = get_args(TicketOutcome)
 #: Outcomes after which a finding must not be ticketed again (an ambiguous request may have created one).
-TICKETED_OUTCOMES = ("succeeded", "ambiguous")
+TICKETED_OUTCOMES = ("succeeded", "ambiguous", "linked")
 #: Stored reports kept per name (older ones are deleted when a new one is saved).
 REPORTS_KEPT = 30
 
 
 @dataclass(frozen=True)
 class TicketAction:
-    """One finding's outcome of a ticket-creation request (or of a dry run's plan)."""
+    """One finding's outcome of a ticket-creation or ticket-link request (or of a dry run's plan), or what became
+    of its ticket of ours in the service (``unlinked``, ``replaced``)."""
 
     issue_type: str
     finding_id: int
@@ -233,7 +236,7 @@ class Warehouse(BulkUpserter):
     # --- selections -------------------------------------------------------------------------------
 
     def ticketed_finding_ids(self, issue_type: str) -> set[int]:
-        """Ids of findings with an external ticket, or a succeeded or ambiguous ticket request logged."""
+        """Ids of findings with an external ticket, or a succeeded, ambiguous or linked ticket request logged."""
         stmt = union(
             select(findings.c.id).where(
                 findings.c.issue_type == issue_type, findings.c.external_ticket_id.is_not(None)
