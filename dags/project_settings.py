@@ -26,9 +26,12 @@ removed; an entry without `tags` leaves a project's tags alone.
    (only a catch-all such as `*` matches them) and projects carrying tags the file neither lists nor manages
    (`DRIFT ...`). The full plan is stored in the warehouse.
 2. **apply_project_settings** prints the plan again, refuses it when it changes more than
-   `project_settings.max_projects_changed` projects, then sends one PATCH per project with only the fields that
-   still differ from the project read right before it. The service's answer is stored in the warehouse's
-   `projects`. A second run right after has an empty plan.
+   `project_settings.max_projects_changed` projects, lists the projects again, then sends only what still
+   differs from that listing: the tags to add or remove (tag endpoints, a delta: tags a person added stay), the
+   managed scans (managed-scan endpoint), and a primary branch in one PATCH of the project together with its
+   managed scans (a file without `primary_branch` never sends that PATCH, which a server following only the API
+   reference lacks). The service's answers are stored in the warehouse's `projects`. A second run right after
+   has an empty plan.
 
 **Params**
 

@@ -271,12 +271,15 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
     assert planned["actions"] > 0
     assert "acme/legacy-*" in planned["unmatched"]  # a glob naming no project: reported and skipped
     assert writes(emulator.requests()) == []
-    assert xcom(dry, "apply_project_settings")["patched"] == 0
+    assert xcom(dry, "apply_project_settings")["changed"] == 0
 
     applied = fresh_dag("project_settings").test()  # the configured default: dry_run false
 
     assert str(applied.state) == "success", states(applied)
-    assert len(writes(emulator.requests())) == planned["projects_changed"]  # one PATCH per project
+    assert xcom(applied, "apply_project_settings")["changed"] == planned["projects_changed"]
+    # the shipped file names no primary_branch: only the API reference's endpoints, never GET/PATCH of a project
+    assert not any(p.primary_branch for p in spec.projects)
+    assert {r["operation"] for r in emulator.requests()} <= {"projects", "tags_add", "tags_remove", "managed_scan"}
     for project in client.items(client.list_projects):
         want = present(spec.desired(project.name))
         assert project.managed_scan_config.diff_scan.enabled is True
@@ -299,30 +302,37 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
 
 def test_project_settings_sets_the_primary_branch_in_the_service_and_the_warehouse(
         dagbag, environment, emulator, client, tmp_path, monkeypatch):
-    """A projects file naming a new primary branch: one PATCH of that project, the service's project has it after
-    the run, and the warehouse's ``projects`` table holds what the service answered."""
+    """A projects file naming a new primary branch: one PATCH of that project, with its managed scans and without
+    its tags (the tag endpoints add the delta); the service's project has it after the run, and the warehouse's
+    ``projects`` table holds what the service answered."""
     emulator.reset()
     assert client.get_project("acme/identity-service").primary_branch == "main"  # develop is its host's default
     (tmp_path / "pipeline.yaml").write_text((ROOT / "include" / "pipeline.yaml").read_text())
     (tmp_path / "projects.yaml").write_text(
-        "managed_tags: []\n"
+        "managed_tags: [pci]\n"
         "projects:\n"
         "  - match: acme/identity-service\n"
         "    primary_branch: develop\n"
+        "    tags: [pci]\n"
+        "    full_scan: true\n"
         "  - match: acme/payments-api\n"
         "    primary_branch: main\n"  # the service's already: no request
     )
     monkeypatch.setenv("FINDINGS_PIPELINE_CONFIG", str(tmp_path / "pipeline.yaml"))
+    start = emulator.requests()[-1]["seq"]
 
     run = fresh_dag("project_settings").test()
 
     assert str(run.state) == "success", states(run)
     planned = xcom(run, "plan_project_settings")
-    assert (planned["actions"], planned["set_primary_branch"], planned["projects_changed"]) == (1, 1, 1)
+    assert (planned["actions"], planned["set_primary_branch"], planned["projects_changed"]) == (3, 1, 1)
     assert planned["drift_unmentioned"] == planned["projects"] - 2  # every project the file does not name
-    assert xcom(run, "apply_project_settings")["patched"] == 1
-    patches = writes(emulator.requests())
-    assert [(r["operation"], r["body"]) for r in patches] == [("project_update", {"primary_branch": "develop"})]
+    assert xcom(run, "apply_project_settings")["changed"] == 1
+    sent = writes(emulator.requests(since=start))
+    assert [r["operation"] for r in sent] == ["tags_add", "project_update"]
+    assert sent[0]["body"] in (["pci"], {"tags": ["pci"]})  # the tag to add, whatever the body's form
+    assert sent[1]["body"] == {"primary_branch": "develop", "managed_scan_config": {"full_scan": {"enabled": True}}}
+    assert not [r for r in emulator.requests(since=start) if r["operation"] == "project_get"]
     service = client.get_project("acme/identity-service").primary_branch
     assert service == "develop"
     with environment.engine.connect() as conn:

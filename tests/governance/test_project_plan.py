@@ -10,9 +10,10 @@ from findings_provider.config import ConfigError, ProjectsFile, load_projects_fi
 from findings_provider.governance.project_settings import (
     ProjectAction,
     ProjectPlan,
+    ProjectWrites,
     check_cap,
-    patch_fields,
     plan_project_settings,
+    remaining_writes,
 )
 
 SPEC = ProjectsFile.model_validate(
@@ -183,39 +184,48 @@ def test_unmanaged_tags_are_drift_only_where_an_entry_gives_the_tags():
     assert [(d.project, d.kind) for d in plan.drift] == [("acme/api", "unmanaged_tags")]
 
 
-# --- what one PATCH carries ----------------------------------------------------------------------------------------
+# --- what is left to write against the fresh listing ------------------------------------------------------------
 
 
-def test_the_patch_carries_exactly_the_fields_that_still_differ_from_the_fresh_project():
-    actions = [
-        ProjectAction("acme/api", "add_tags", tags=("pci", "tier-1")),
-        ProjectAction("acme/api", "remove_tags", tags=("tier-2",)),
-        ProjectAction("acme/api", "set_managed_scans", diff_scan=True, full_scan=False),
-        ProjectAction("acme/api", "set_primary_branch", primary_branch="main", previous="master"),
-    ]
-    fresh = project("acme/api", ["tier-2", "team:x"], diff=True, full=True, primary="master")
-    # tags: the fresh ones without tier-2, plus the added ones; diff_scan already on: not sent
-    assert patch_fields(fresh, actions) == {"tags": ["team:x", "pci", "tier-1"], "full_scan": False,
-                                            "primary_branch": "main"}
+ALL_FOUR = [
+    ProjectAction("acme/api", "add_tags", tags=("pci", "tier-1")),
+    ProjectAction("acme/api", "remove_tags", tags=("tier-2",)),
+    ProjectAction("acme/api", "set_managed_scans", diff_scan=True, full_scan=False),
+    ProjectAction("acme/api", "set_primary_branch", primary_branch="main", previous="master"),
+]
 
 
-def test_no_patch_field_when_the_fresh_project_is_in_shape_already():
-    actions = [
-        ProjectAction("acme/api", "add_tags", tags=("pci",)),
-        ProjectAction("acme/api", "set_managed_scans", full_scan=True),
-        ProjectAction("acme/api", "set_primary_branch", primary_branch="main", previous="master"),
-    ]
-    # someone made the changes in the service since the plan
-    assert patch_fields(project("acme/api", ["pci", "new-tag"], True, True, primary="main"), actions) == {}
-    # only the primary branch still differs: the PATCH carries it alone (and leaves the tags alone)
-    assert patch_fields(project("acme/api", ["pci"], True, True, primary="master"), actions) == {
-        "primary_branch": "main"}
+def test_the_writes_carry_exactly_what_still_differs_from_the_fresh_project_and_tags_as_deltas():
+    fresh = project("acme/api", ["tier-2", "team:x", "tier-1"], diff=True, full=True, primary="master")
+    # tier-1 is there already: only pci to add; diff_scan already on: not sent; team:x never named
+    assert remaining_writes(fresh, ALL_FOUR) == ProjectWrites(
+        add_tags=("pci",), remove_tags=("tier-2",), scans={"full_scan": False}, primary_branch="main")
+    assert remaining_writes(fresh, ALL_FOUR).describe() == (
+        "PUT tags +pci, DELETE tags -tier-2, PATCH project primary_branch=main full_scan=off")
+
+
+def test_a_tag_to_remove_that_the_fresh_project_no_longer_carries_is_not_sent():
+    fresh = project("acme/api", ["pci", "tier-1", "a-person-added-it"], diff=True, full=False, primary="main")
+    assert remaining_writes(fresh, ALL_FOUR) == ProjectWrites()
+    assert not remaining_writes(fresh, ALL_FOUR)
+
+
+def test_without_a_primary_branch_to_change_the_managed_scans_go_alone():
+    fresh = project("acme/api", ["pci", "tier-1"], diff=False, full=False, primary="main")
+    writes = remaining_writes(fresh, ALL_FOUR)
+    assert writes == ProjectWrites(scans={"diff_scan": True})
+    assert writes.describe() == "PATCH managed-scan diff_scan=on"
+
+
+def test_managed_scans_the_listing_does_not_state_are_sent_as_planned():
+    fresh = project("acme/api", ["pci", "tier-1"], diff=None, full=None, primary="main")  # the real listing
+    assert remaining_writes(fresh, ALL_FOUR).scans == {"diff_scan": True, "full_scan": False}
 
 
 def test_a_plan_changing_more_projects_than_the_cap_is_refused():
     plan = ProjectPlan(actions=[ProjectAction(f"acme/p{i}", "add_tags", tags=("pci",)) for i in range(3)]
                        + [ProjectAction("acme/p0", "set_primary_branch", primary_branch="main")])
-    check_cap(plan, 3)  # three projects (p0 twice is one PATCH)
+    check_cap(plan, 3)  # three projects (p0 twice is one project)
     check_cap(plan, None)
     with pytest.raises(ConfigError, match=r"the plan changes 3 projects, more than max_projects_changed = 2"):
         check_cap(plan, 2)

@@ -1,12 +1,15 @@
-"""Project settings against a real emulator: applying a plan to the service's projects, one PATCH per project.
+"""Project settings against a real emulator: applying a plan to the service's projects with the reference's
+endpoints (tags as deltas, managed scans), and one project PATCH only for a primary branch.
 
 The operators that plan and apply are tested in ``tests/operators/test_projects.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
+from findings_provider.client import FindingsClient
 from findings_provider.config import ProjectsFile
 from findings_provider.governance.project_settings import (
     ProjectAction,
@@ -14,45 +17,192 @@ from findings_provider.governance.project_settings import (
     apply_project_plan,
     plan_project_settings,
 )
+from findings_provider.warehouse.branches import store_projects
 from findings_provider.warehouse.schema import projects as projects_table
 from fixtures import seq_of, writes
 from sqlalchemy import select
 
-#: Emulator projects (seed 42): acme/identity-service has primary branch main and a develop branch (its code
-#: host's default); acme/payments-api main; acme/billing-worker master.
-SPEC = ProjectsFile.model_validate({
+#: The endpoints of the API reference that the apply may use when the file names no primary branch.
+REFERENCE_OPERATIONS = {"projects", "tags_add", "tags_remove", "managed_scan"}
+WRITE_METHODS = ("add_project_tags", "remove_project_tags", "set_managed_scans", "update_project")
+
+#: Tags and managed scans only, as the shipped projects.yaml: no primary branch anywhere.
+TAGS_AND_SCANS = ProjectsFile.model_validate({
     "managed_tags": ["pci", "tier-1", "tier-2", "tier-3"],
     "projects": [
-        {"match": "acme/identity-service", "primary_branch": "develop"},
-        {"match": "acme/payments-api", "tags": ["pci"], "full_scan": True, "diff_scan": True,
-         "primary_branch": "main"},
-        {"match": "acme/billing-worker", "primary_branch": "master"},  # equal already: nothing to send
+        {"match": "*", "diff_scan": True},
+        {"match": "acme/payments-*", "tags": ["pci", "tier-1"], "full_scan": True},
+        {"match": "acme-labs/*", "tags": ["tier-3"], "full_scan": False},
     ],
 })
 
 
-def stored_branches(warehouse) -> dict[str, str | None]:
+def project_of(request: dict[str, Any]) -> str:
+    return str(request["path"].split("/projects/")[1].removesuffix("/tags").removesuffix("/managed-scan"))
+
+
+def tags_sent(request: dict[str, Any]) -> list[str]:
+    """The tags of a logged tag request: the PUT's body (a bare array or ``{"tags": [...]}``), the DELETE's query."""
+    if request["operation"] == "tags_remove":
+        return list(request["query"]["tags"])
+    body = request["body"]
+    return list(body if isinstance(body, list) else body["tags"])
+
+
+def warehouse_projects(warehouse) -> dict[str, tuple[list[str], str | None]]:
     with warehouse.engine.connect() as conn:
-        return dict(conn.execute(select(projects_table.c.name, projects_table.c.primary_branch)).all())
+        rows = conn.execute(select(projects_table.c.name, projects_table.c.tags, projects_table.c.primary_branch))
+        return {name: (list(tags), branch) for name, tags, branch in rows}
 
 
-def test_a_project_gone_since_the_plan_is_skipped(client):
+def service_projects(client) -> dict[str, tuple[list[str], str | None]]:
+    return {p.name: (list(p.tags), p.primary_branch) for p in client.items(client.list_projects)}
+
+
+class PersonBeforeTheFirstWrite:
+    """The client, but a person changes the service (``act``, through the unwrapped client) right before the
+    apply's first write, after whatever the apply read."""
+
+    def __init__(self, client: FindingsClient, act: Callable[[], object]) -> None:
+        self._client = client
+        self._act: Callable[[], object] | None = act
+
+    def __getattr__(self, name: str) -> Any:
+        if name in WRITE_METHODS and self._act is not None:
+            act, self._act = self._act, None
+            act()
+        return getattr(self._client, name)
+
+
+def test_a_project_gone_since_the_plan_is_skipped(emulator, client):
     plan_ = ProjectPlan(
         actions=[
-            ProjectAction("acme/vanished", "add_tags", tags=("pci",)),
+            ProjectAction("acme/vanished", "add_tags", tags=("pci",)),  # not listed any more
             ProjectAction("acme/payments-api", "add_tags", tags=("pci",)),
         ]
     )
-    assert apply_project_plan(client, plan_) == {"patched": 1, "unchanged": 0, "skipped": 1}
+    assert apply_project_plan(client, plan_) == {"changed": 1, "unchanged": 0, "skipped": 1}
     assert "pci" in next(p.tags for p in client.items(client.list_projects) if p.name == "acme/payments-api")
 
 
-def test_one_patch_per_project_with_exactly_the_fields_that_differ(emulator, client, warehouse):
-    before = {p.name: p for p in client.items(client.list_projects)}
+def test_a_project_deleted_between_the_listing_and_its_write_is_skipped(emulator, client):
+    plan_ = ProjectPlan(actions=[ProjectAction("acme/payments-api", "add_tags", tags=("pci",)),
+                                 ProjectAction("acme/notifications", "add_tags", tags=("pci",))])
+    names = {p.name for p in client.items(client.list_projects)}
+    assert {"acme/payments-api", "acme/notifications"} <= names
+    racing = PersonBeforeTheFirstWrite(client, lambda: client.delete_project("acme/payments-api"))
+
+    counts = apply_project_plan(cast(FindingsClient, racing), plan_)
+
+    assert counts == {"changed": 1, "unchanged": 0, "skipped": 1}  # the 404 of its PUT: skipped, the next applied
+    assert "pci" in next(p.tags for p in client.items(client.list_projects) if p.name == "acme/notifications")
+
+
+def test_without_a_primary_branch_only_reference_endpoints_are_used_and_tags_go_as_exact_deltas(
+        emulator, client, warehouse):
+    # a server that follows only the API reference: no GET or PATCH of a single project
+    for operation in ("project_get", "project_update"):
+        emulator.add_fault(operation=operation, probability=1.0, kinds=["405"])
+    listing = list(client.items(client.list_projects))
+    store_projects(warehouse, listing)  # as the plan task does
+    before = {p.name: p for p in listing}
+    plan = plan_project_settings(listing, TAGS_AND_SCANS)
+    assert {a.action for a in plan.actions} == {"add_tags", "remove_tags", "set_managed_scans"}
+    seq = seq_of(emulator)
+
+    counts = apply_project_plan(client, plan, warehouse)
+
+    sent = emulator.requests(seq)
+    assert {r["operation"] for r in sent} <= REFERENCE_OPERATIONS
+    assert all(r["status"] == 200 for r in sent)
+    assert counts == {"changed": len(plan.projects_changed()), "unchanged": 0, "skipped": 0}
+    # the tags: exactly the plan's delta, one PUT and/or one DELETE per project
+    for kind, operation in (("add_tags", "tags_add"), ("remove_tags", "tags_remove")):
+        assert sorted((project_of(r), tags_sent(r)) for r in sent if r["operation"] == operation) == sorted(
+            (a.project, list(a.tags)) for a in plan.actions if a.action == kind)
+    scans = {project_of(r): r["body"] for r in sent if r["operation"] == "managed_scan"}
+    assert set(scans) == {a.project for a in plan.actions if a.action == "set_managed_scans"}
+    for name, body in scans.items():
+        toggles = {k: v["enabled"] for k, v in body.items() if k in ("diff_scan", "full_scan") and v is not None}
+        want = next(a for a in plan.actions if a.project == name and a.action == "set_managed_scans")
+        assert toggles == {k: getattr(want, k) for k in ("diff_scan", "full_scan") if getattr(want, k) is not None}
+    # tags outside managed_tags stay
+    after = service_projects(client)
+    for name, project in before.items():
+        unmanaged = set(project.tags) - set(TAGS_AND_SCANS.managed_tags)
+        assert unmanaged <= set(after[name][0]), name
+    # the warehouse holds what the service answered
+    assert warehouse_projects(warehouse) == after
+
+    seq = seq_of(emulator)
+    assert plan_project_settings(client.items(client.list_projects), TAGS_AND_SCANS).actions == []  # converged
+    assert writes(emulator.requests(seq)) == []
+
+
+def test_the_fresh_listing_comes_after_the_plan_and_before_the_first_write(emulator, client):
+    plan = plan_project_settings(client.items(client.list_projects), TAGS_AND_SCANS)
+    plan_walk = len([r for r in emulator.requests() if r["operation"] == "projects"])
+    seq = seq_of(emulator)
+
+    apply_project_plan(client, plan)
+
+    sent = emulator.requests(seq)
+    listing = [r["seq"] for r in sent if r["operation"] == "projects"]
+    written = [r["seq"] for r in writes(sent)]
+    assert len(listing) == plan_walk  # one walk of the listing for the whole apply
+    assert written
+    assert max(listing) < min(written)
+
+
+def test_a_tag_a_person_adds_between_the_plan_and_the_writes_is_kept(emulator, client, warehouse):
+    plan = plan_project_settings(client.items(client.list_projects), TAGS_AND_SCANS)
+    first = plan.projects_changed()[0]
+    assert any(a.project == first and a.action == "add_tags" for a in plan.actions)
+    client.add_project_tags("acme/payments-api", ["person:before-apply"])  # between the plan and the apply
+    # and one after the apply's listing, right before its first write, on the project it writes first
+    racing = PersonBeforeTheFirstWrite(client, lambda: client.add_project_tags(first, ["person:racing"]))
+    seq = seq_of(emulator)
+
+    apply_project_plan(cast(FindingsClient, racing), plan, warehouse)
+
+    after = service_projects(client)
+    assert "person:before-apply" in after["acme/payments-api"][0]
+    assert "person:racing" in after[first][0]
+    assert warehouse_projects(warehouse)[first] == after[first]  # the answer of the last write to it
+    ours = [r for r in emulator.requests(seq) if r["operation"].startswith("tags")
+            and tags_sent(r) != ["person:racing"]]  # the person's own PUT left out
+    assert sorted((project_of(r), r["operation"], tags_sent(r)) for r in ours) == sorted(
+        (a.project, {"add_tags": "tags_add", "remove_tags": "tags_remove"}[a.action], list(a.tags))
+        for a in plan.actions if a.action in ("add_tags", "remove_tags"))  # the delta, never the person's tags
+
+
+# --- the primary branch: the one PATCH of a project -----------------------------------------------------------------
+
+
+def branch_spec(identity_full_scan: bool) -> ProjectsFile:
+    """Emulator projects (seed 42): acme/identity-service has primary branch main and a develop branch (its code
+    host's default); acme/payments-api main; acme/billing-worker master."""
+    return ProjectsFile.model_validate({
+        "managed_tags": ["pci", "tier-1", "tier-2", "tier-3"],
+        "projects": [
+            {"match": "acme/identity-service", "primary_branch": "develop", "tags": ["tier-2"],
+             "full_scan": identity_full_scan},
+            {"match": "acme/payments-api", "tags": ["pci"], "full_scan": True, "diff_scan": True,
+             "primary_branch": "main"},  # the service's already: tags and scans through the reference's endpoints
+            {"match": "acme/billing-worker", "primary_branch": "master"},  # equal already: nothing to send
+        ],
+    })
+
+
+def test_a_primary_branch_change_and_managed_scans_go_in_one_patch_and_tags_never_do(emulator, client, warehouse):
+    listing = list(client.items(client.list_projects))
+    store_projects(warehouse, listing)
+    before = {p.name: p for p in listing}
     assert before["acme/identity-service"].primary_branch == "main"
     assert before["acme/billing-worker"].primary_branch == "master"
-    payments = client.get_project("acme/payments-api")
-    plan = plan_project_settings(before.values(), SPEC)
+    identity_full = before["acme/identity-service"].managed_scan_config.full_scan.enabled
+    spec = branch_spec(identity_full_scan=not identity_full)  # differs: rides in the PATCH
+    plan = plan_project_settings(listing, spec)
     assert "PLAN set_primary_branch acme/identity-service: main -> develop" in plan.lines()
     assert not [a for a in plan.actions if a.project == "acme/billing-worker"]
     seq = seq_of(emulator)
@@ -60,39 +210,37 @@ def test_one_patch_per_project_with_exactly_the_fields_that_differ(emulator, cli
     counts = apply_project_plan(client, plan, warehouse)
 
     sent = emulator.requests(seq)
+    assert counts == {"changed": len(plan.projects_changed()), "unchanged": 0, "skipped": 0}
+    assert not [r for r in sent if r["operation"] == "project_get"]
     patches = [r for r in sent if r["operation"] == "project_update"]
-    assert writes(sent) == patches  # no tag PUT/DELETE, no managed-scan PATCH: everything in one PATCH
-    assert counts == {"patched": len(plan.projects_changed()), "unchanged": 0, "skipped": 0}
-    assert [r["path"].split("/projects/")[1] for r in patches] == plan.projects_changed()  # one per project
-    # each PATCH follows a read of its project
-    reads = [r["seq"] for r in sent if r["operation"] == "project_get"]
-    assert len(reads) == len(patches)
-    assert all(g < p["seq"] for g, p in zip(reads, patches, strict=True))
-    bodies = {r["path"].split("/projects/")[1]: r["body"] for r in patches}
-    assert bodies["acme/identity-service"] == {"primary_branch": "develop"}  # exactly the field that differs
-    expected: dict[str, Any] = {"tags": [*payments.tags, "pci"]} if "pci" not in payments.tags else {}
-    scans = {w: {"enabled": True} for w in ("diff_scan", "full_scan")
-             if not getattr(payments.managed_scan_config, w).enabled}
-    if scans:
-        expected["managed_scan_config"] = scans
-    assert bodies.get("acme/payments-api", {}) == expected  # no primary_branch: main already
+    assert [(project_of(r), r["body"]) for r in patches] == [
+        ("acme/identity-service", {"primary_branch": "develop",
+                                   "managed_scan_config": {"full_scan": {"enabled": not identity_full}}})]
+    identity = [r["operation"] for r in writes(sent) if project_of(r) == "acme/identity-service"]
+    assert "managed_scan" not in identity  # the scans went in the PATCH
+    assert identity == ["tags_add", "tags_remove", "project_update"]  # tier-1 -> tier-2 as deltas, then the PATCH
+    payments = [r["operation"] for r in writes(sent) if project_of(r) == "acme/payments-api"]
+    assert payments == ["tags_add", "managed_scan"]  # its branch is main already: the reference's endpoints
     assert client.get_project("acme/identity-service").primary_branch == "develop"
-    # the warehouse holds what the service answered
-    assert stored_branches(warehouse)["acme/identity-service"] == "develop"
+    assert client.get_project("acme/identity-service").managed_scan_config.full_scan.enabled is not identity_full
+    assert warehouse_projects(warehouse) == service_projects(client)  # what the service answered
 
     seq = seq_of(emulator)
-    assert plan_project_settings(client.items(client.list_projects), SPEC).actions == []  # converged
+    assert plan_project_settings(client.items(client.list_projects), spec).actions == []  # converged
     assert writes(emulator.requests(seq)) == []
 
 
-def test_no_patch_for_a_project_changed_into_shape_since_the_plan(emulator, client, warehouse):
-    plan = plan_project_settings(client.items(client.list_projects), SPEC)
+def test_no_write_for_a_project_changed_into_shape_since_the_plan(emulator, client, warehouse):
+    spec = ProjectsFile.model_validate({"projects": [
+        {"match": "acme/identity-service", "primary_branch": "develop"},
+        {"match": "acme/billing-worker", "primary_branch": "main"}]})
+    plan = plan_project_settings(client.items(client.list_projects), spec)
+    assert plan.projects_changed() == ["acme/billing-worker", "acme/identity-service"]
     client.update_project("acme/identity-service", primary_branch="develop")  # a person did it meanwhile
     seq = seq_of(emulator)
 
     counts = apply_project_plan(client, plan, warehouse)
 
-    assert counts["unchanged"] == 1
-    assert "acme/identity-service" not in [r["path"].split("/projects/")[1]
-                                           for r in writes(emulator.requests(seq))]
-    assert "acme/identity-service" not in stored_branches(warehouse)  # nothing answered, nothing stored
+    assert counts == {"changed": 1, "unchanged": 1, "skipped": 0}
+    assert [project_of(r) for r in writes(emulator.requests(seq))] == ["acme/billing-worker"]
+    assert "acme/identity-service" not in warehouse_projects(warehouse)  # nothing answered, nothing stored

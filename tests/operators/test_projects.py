@@ -11,8 +11,10 @@ from findings_provider.client import FindingsClient
 from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_projects_file
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
+from findings_provider.warehouse.schema import projects
 from fixtures import ops, seq_of, writes
 from present import present
+from sqlalchemy import select
 from task_context import FakeTaskInstance, make_context, run_operator
 
 from .helpers import default_api
@@ -82,7 +84,7 @@ def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, project
     assert first["actions"] > 0
     assert dry == {"dry_run": True, "planned": first["actions"], "projects": first["projects_changed"],
                    "drift": first["drift"], "drift_projects": first["drift_projects"], "over_cap": False,
-                   "patched": 0, "unchanged": 0, "skipped": 0}
+                   "changed": 0, "unchanged": 0, "skipped": 0}
     assert writes(fresh.requests()) == []
     assert state(client) == before
     out = capsys.readouterr().out
@@ -91,8 +93,12 @@ def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, project
 
     applied = apply(ti, dry_run=False)
 
-    assert applied["patched"] == first["projects_changed"]
-    assert len(writes(fresh.requests())) == first["projects_changed"]  # one PATCH per project, only the difference
+    assert applied["changed"] == first["projects_changed"]
+    sent = writes(fresh.requests())
+    # no primary_branch in the file: only the reference's tag and managed-scan endpoints, no GET/PATCH of a project
+    assert {r["operation"] for r in sent} == {"tags_add", "tags_remove", "managed_scan"}
+    assert not [r for r in fresh.requests() if r["operation"] in ("project_get", "project_update")]
+    assert len({r["path"].split("/projects/")[1].rsplit("/", 1)[0] for r in sent}) == first["projects_changed"]
     after = state(client)
     for name, (tags, diff, full) in after.items():
         want = present(spec.desired(name))
@@ -107,13 +113,17 @@ def test_plan_dry_run_apply_then_an_empty_plan(fresh, warehouse, client, project
         else:
             assert tags == old_tags, name
         assert tags - set(spec.managed_tags) == old_tags - set(spec.managed_tags), name  # others kept
+    with warehouse.engine.connect() as conn:  # the plan's listing, then what the service answered to each write
+        stored = {n: (set(t), b) for n, t, b in conn.execute(
+            select(projects.c.name, projects.c.tags, projects.c.primary_branch))}
+    assert stored == {p.name: (set(p.tags), p.primary_branch) for p in client.items(client.list_projects)}
 
     ti2 = FakeTaskInstance(run_id="run-2")
     seq = fresh.requests()[-1]["seq"]
     second = plan(ti2, projects_file)
     again = apply(ti2, dry_run=False)
     assert second["actions"] == 0
-    assert again["patched"] == 0
+    assert again["changed"] == 0
     assert writes(fresh.requests(since=seq)) == []
     assert state(client) == after
 
@@ -142,7 +152,7 @@ def test_apply_without_a_plan_task_plans_itself_and_checks_dry_run(fresh, wareho
     seq = seq_of(fresh)
     result = ApplyProjectSettingsOperator(task_id="apply", plan_task_id=None, projects_file=projects_file,
                                           dry_run="True").execute(make_context())
-    assert (result["dry_run"], result["planned"], result["patched"]) == (True, planned["actions"], 0)
+    assert (result["dry_run"], result["planned"], result["changed"]) == (True, planned["actions"], 0)
     assert planned["actions"] > 0
     assert [r["operation"] for r in fresh.requests(seq)] == ["projects"] * len(ops(fresh, seq, "projects")) != []
     assert writes(fresh.requests()) == []
@@ -181,7 +191,7 @@ def test_apply_refuses_a_plan_over_the_cap_before_any_write(fresh, warehouse, pr
     assert writes(fresh.requests(seq)) == []
     dry = run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", dry_run=True,
                                                     max_projects_changed="1"), ti)
-    assert (dry["over_cap"], dry["patched"]) == (True, 0)
+    assert (dry["over_cap"], dry["changed"]) == (True, 0)
     with pytest.raises(AirflowFailException, match="max_projects_changed"):
         run_operator(ApplyProjectSettingsOperator(task_id="apply_project_settings", max_projects_changed="0"), ti)
     assert writes(fresh.requests(seq)) == []

@@ -11,11 +11,14 @@ The plan is deterministic (projects by name; per project: add tags, remove tags,
 and prints one line per action. Patterns or names that match no project of the deployment are reported and
 skipped. Drift is reported and never changed (see :class:`ProjectDrift`).
 
-Applying sends one ``PATCH .../projects/{name}`` per project (``update_project``: tags, primary branch and managed
-scans in one body, api-notes "Projects"), computed against the project read right before it (``get_project``):
-only the fields whose fresh value differs from the plan's target are sent, and none when the project is already
-in shape. The service's answer is stored in the warehouse's ``projects`` table (the counted copy of a finding
-follows the primary branch at once).
+Applying uses the reference's endpoints wherever they suffice, so a server that serves only those (no
+``GET``/``PATCH .../projects/{name}``) applies a file that manages tags and managed scans: tags through the delta
+endpoints (``PUT``/``DELETE .../tags``: only the tags to add or remove; a tag a person adds meanwhile is never
+overwritten), managed scans through ``PATCH .../managed-scan``. Only a primary branch needs the project PATCH of the
+real service (api-notes "Projects"); a project whose primary branch changes gets its managed scans in that same
+PATCH. Right before the first write the projects are listed once more: each project's writes carry only what still
+differs from that listing (nothing: no request). The service's answers are stored in the warehouse's ``projects``
+table (the counted copy of a finding follows the primary branch at once).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from findings_provider.client.errors import DeploymentNotFoundError, NotFoundError
+from findings_provider.client.limits import PROJECTS_PAGE_SIZE
 from findings_provider.config.models import ConfigError
 
 if TYPE_CHECKING:
@@ -122,7 +126,7 @@ class ProjectPlan:
         return out
 
     def projects_changed(self) -> list[str]:
-        """The projects the plan changes (one PATCH each), in plan order."""
+        """The projects the plan changes, in plan order."""
         return list(dict.fromkeys(a.project for a in self.actions))
 
     def summary(self) -> dict[str, int]:
@@ -217,33 +221,71 @@ def plan_project_settings(projects: Iterable[Project], spec: ProjectsFile) -> Pr
     return plan
 
 
-def patch_fields(project: Project, actions: Iterable[ProjectAction]) -> dict[str, Any]:
-    """The arguments of ``update_project`` that bring ``project`` (read right before) to the targets of its
-    ``actions``: only the fields whose current value differs; empty when it is in shape already.
+@dataclass(frozen=True)
+class ProjectWrites:
+    """What one project still needs, against its fresh state: tags to add and to remove (sent as deltas), managed
+    scans and a primary branch. Empty: the project is in shape."""
 
-    ``tags`` (the PATCH replaces them as a whole) is the project's current tags without the ones to remove, plus
-    the ones to add: a tag added in the service since the plan is kept.
-    """
-    add: set[str] = set()
-    remove: set[str] = set()
-    fields: dict[str, Any] = {}
+    add_tags: tuple[str, ...] = ()
+    remove_tags: tuple[str, ...] = ()
+    scans: dict[str, bool] = field(default_factory=dict)
+    primary_branch: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.add_tags or self.remove_tags or self.scans or self.primary_branch)
+
+    def describe(self) -> str:
+        """The requests, e.g. ``PUT tags +pci, PATCH managed-scan full_scan=on``."""
+        parts = []
+        if self.add_tags:
+            parts.append("PUT tags " + " ".join(f"+{t}" for t in self.add_tags))
+        if self.remove_tags:
+            parts.append("DELETE tags " + " ".join(f"-{t}" for t in self.remove_tags))
+        scans = " ".join(f"{k}={'on' if v else 'off'}" for k, v in self.scans.items())
+        if self.primary_branch:
+            parts.append(f"PATCH project primary_branch={self.primary_branch}" + (f" {scans}" if scans else ""))
+        elif scans:
+            parts.append(f"PATCH managed-scan {scans}")
+        return ", ".join(parts)
+
+
+def remaining_writes(project: Project, actions: Iterable[ProjectAction]) -> ProjectWrites:
+    """What is left of ``actions`` for ``project`` as the service has it now: the planned tags to add that it
+    lacks, the planned tags to remove that it carries, the managed scans that differ (or that it does not state:
+    the real service's listing leaves them out) and the primary branch when it differs."""
+    add: list[str] = []
+    remove: list[str] = []
+    scans: dict[str, bool] = {}
+    branch: str | None = None
+    current = set(project.tags)
     for action in actions:
         if action.action == "add_tags":
-            add.update(action.tags)
+            add += [t for t in action.tags if t not in current and t not in add]
         elif action.action == "remove_tags":
-            remove.update(action.tags)
+            remove += [t for t in action.tags if t in current and t not in remove]
         elif action.action == "set_managed_scans":
             for which in ("diff_scan", "full_scan"):
                 want = getattr(action, which)
                 if want is not None and _enabled(project, which) is not want:
-                    fields[which] = want
+                    scans[which] = want
         elif action.primary_branch and project.primary_branch != action.primary_branch:
-            fields["primary_branch"] = action.primary_branch
-    current = list(project.tags)
-    tags = [t for t in current if t not in remove] + sorted(add - set(current))
-    if set(tags) != set(current):
-        fields["tags"] = tags
-    return fields
+            branch = action.primary_branch
+    return ProjectWrites(tuple(add), tuple(remove), scans, branch)
+
+
+def _write(client: FindingsClient, name: str, writes: ProjectWrites, answered: dict[str, Project]) -> None:
+    """Send ``writes`` for project ``name``, keeping each answer of the service in ``answered`` as it arrives (the
+    last is the project after all of them)."""
+    if writes.add_tags:
+        answered[name] = client.add_project_tags(name, list(writes.add_tags))
+    if writes.remove_tags:
+        answered[name] = client.remove_project_tags(name, list(writes.remove_tags))
+    diff_scan, full_scan = writes.scans.get("diff_scan"), writes.scans.get("full_scan")  # None: left alone
+    if writes.primary_branch:  # the one write the reference lacks; the managed scans ride along in it
+        answered[name] = client.update_project(name, primary_branch=writes.primary_branch, diff_scan=diff_scan,
+                                               full_scan=full_scan)
+    elif writes.scans:
+        answered[name] = client.set_managed_scans(name, diff_scan=diff_scan, full_scan=full_scan)
 
 
 def check_cap(plan: ProjectPlan, max_projects_changed: int | None) -> None:
@@ -258,13 +300,19 @@ def check_cap(plan: ProjectPlan, max_projects_changed: int | None) -> None:
 
 
 def apply_project_plan(client: FindingsClient, plan: ProjectPlan, warehouse: Warehouse | None = None, *,
-                       max_projects_changed: int | None = None) -> dict[str, int]:
-    """Apply the plan: per project, read it (``get_project``), then send one PATCH with the fields that still
-    differ (none: nothing is sent). A project that vanished since the plan (404) is skipped. The projects the
-    service answered are stored in ``warehouse`` (when given), also when a later project fails.
+                       max_projects_changed: int | None = None,
+                       page_size: int = PROJECTS_PAGE_SIZE.default) -> dict[str, int]:
+    """Apply the plan with the fewest endpoints a server must serve (see the module's docstring).
 
-    Every PATCH sets a target state computed from a fresh read, so a retried task repeats it safely. Returns
-    ``patched`` (PATCH requests sent), ``unchanged`` (in shape when read), ``skipped`` (gone).
+    Right before the first write the projects are listed once (``page_size`` a page); per project of the plan the
+    writes carry what still differs from that listing: tags as deltas (``add_project_tags``,
+    ``remove_project_tags``), the primary branch with the managed scans in one ``update_project``, or the managed
+    scans alone through ``set_managed_scans``. A project no longer listed, or answered 404 (gone since), is
+    skipped. The projects the service answered are stored in ``warehouse`` (when given), also when a later project
+    fails. Every write sets a target state, so a retried task repeats it safely.
+
+    Returns counts of projects: ``changed`` (written to), ``unchanged`` (in shape in the listing), ``skipped``
+    (gone).
     """
     from findings_provider.warehouse.branches import store_projects
 
@@ -272,27 +320,35 @@ def apply_project_plan(client: FindingsClient, plan: ProjectPlan, warehouse: War
     by_project: dict[str, list[ProjectAction]] = {}
     for action in plan.actions:
         by_project.setdefault(action.project, []).append(action)
-    counts = {"patched": 0, "unchanged": 0, "skipped": 0}
-    answered: list[Project] = []
+    counts = {"changed": 0, "unchanged": 0, "skipped": 0}
+    if not by_project:
+        return counts
+    fresh = {p.name: p for p in client.items(client.list_projects, page_size=page_size)}
+    log.info("listed %d projects right before applying the plan's %d", len(fresh), len(by_project))
+    answered: dict[str, Project] = {}
     try:
         for name, actions in by_project.items():
+            project = fresh.get(name)
+            if project is None:
+                counts["skipped"] += 1
+                log.warning("SKIPPED %s: no longer listed", name)
+                continue
+            writes = remaining_writes(project, actions)
+            if not writes:
+                counts["unchanged"] += 1
+                log.info("UNCHANGED %s: in shape when listed", name)
+                continue
             try:
-                fresh = client.get_project(name)
-                fields = patch_fields(fresh, actions)
-                if not fields:
-                    counts["unchanged"] += 1
-                    log.info("UNCHANGED %s: in shape when read", name)
-                    continue
-                answered.append(client.update_project(name, **fields))
+                _write(client, name, writes, answered)
             except NotFoundError as exc:
                 if isinstance(exc, DeploymentNotFoundError):
                     raise
                 counts["skipped"] += 1
                 log.warning("SKIPPED %s: project not found (%s)", name, exc)
                 continue
-            counts["patched"] += 1
-            log.info("APPLIED %s: PATCH %s", name, ", ".join(sorted(fields)))
+            counts["changed"] += 1
+            log.info("APPLIED %s: %s", name, writes.describe())
     finally:
         if answered and warehouse is not None:
-            store_projects(warehouse, answered, complete=False)
+            store_projects(warehouse, list(answered.values()), complete=False)
     return counts

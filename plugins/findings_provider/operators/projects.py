@@ -84,18 +84,23 @@ class ProjectSettingsPlanOperator(FindingsBaseOperator):
 
 
 class ApplyProjectSettingsOperator(FindingsBaseOperator):
-    """Apply a project settings plan: one PATCH per project (tags, managed scans, primary branch together).
+    """Apply a project settings plan: tags through the add/remove tag endpoints (only the difference), managed
+    scans through the managed-scan endpoint, and a primary branch, with that project's managed scans, in one PATCH
+    of the project (the only write a server following the API reference alone lacks: a file that names no
+    ``primary_branch`` never sends it).
 
     The plan is the one stored by ``plan_task_id`` (a :class:`ProjectSettingsPlanOperator`), or, when that is
     None, computed here from ``projects_file``. It is printed one line per action before anything is applied.
     With ``dry_run`` nothing is applied. A plan that changes more than ``max_projects_changed`` projects is
-    refused before any write. Each project is read right before its PATCH, which carries only the fields that
-    still differ (none: no request); a project removed since the plan is skipped. The projects the service
-    answered are stored in the warehouse's ``projects``.
+    refused before any write. Right before the first write the projects are listed again; each project's writes
+    carry only what still differs from that listing (nothing: no request); a project no longer there is skipped.
+    The projects the service answered are stored in the warehouse's ``projects``. XCom: ``changed`` (projects
+    written to), ``unchanged`` (in shape when listed), ``skipped`` (gone), with the plan's counts.
 
     :param plan_task_id: task whose XCom carries ``plan_key``; None: plan here.
     :param projects_file: path of the projects file when planning here (templated; required then).
     :param dry_run: print the plan and change nothing. Templated.
+    :param page_size: projects per page when listing them.
     :param max_projects_changed: most projects one run may change. Templated.
     """
 
@@ -147,10 +152,10 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
             if over_cap:
                 self.log.warning("a run that applies this plan refuses it: %d projects to change, more than "
                                  "max_projects_changed = %d", changing, cap)
-            return {"dry_run": True, **base, "over_cap": over_cap, "patched": 0, "unchanged": 0, "skipped": 0}
+            return {"dry_run": True, **base, "over_cap": over_cap, "changed": 0, "unchanged": 0, "skipped": 0}
         counts = apply_project_plan(self.api_hook.client, plan, self.warehouse_hook.get_warehouse(),
-                                    max_projects_changed=cap)
-        self.log.info("%d projects patched (one PATCH each), %d in shape when read, %d skipped, of %d planned",
-                      counts["patched"], counts["unchanged"], counts["skipped"], changing)
+                                    max_projects_changed=cap, page_size=self.page_size)
+        self.log.info("%d projects changed, %d in shape when listed, %d skipped, of %d planned",
+                      counts["changed"], counts["unchanged"], counts["skipped"], changing)
         return {"dry_run": False, **base, **counts}
 
