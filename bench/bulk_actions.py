@@ -6,17 +6,21 @@ to the last warehouse write:
 - triage: the default triage policy of ``include/pipeline.yaml`` (open code findings with the autotriage verdict
   ``false_positive``) is planned by ``pipeline.triage.plan_triage``, cut to its first ``--triage`` findings
   (chunks of 3000, as the planner cuts them), recorded by ``record_plan`` and executed by ``execute_plan``: the
-  planned findings re-read from the service (the fresh state before the write), one bulk-triage request per
-  chunk, then the triaged rows (and their same-fingerprint twins) are refreshed in the warehouse and read back
-  from the service (``freshness.settle``: the warehouse equals the service for what was written);
+  findings of each chunk re-read from the service right before its own request (the fresh state before the
+  write), one bulk-triage request per chunk, then the triaged rows (and their same-fingerprint twins) are
+  refreshed in the warehouse and read back from the service (``freshness.settle``: the warehouse equals the
+  service for what was written);
 - tickets: ``pipeline.ticket_plan.plan_policies`` with a benchmark policy (every open code finding, so that there
-  are enough (repository, rule) groups), its candidates re-read from the service and cut to the first
-  ``--groups`` groups by ``fresh_batches`` (batches of 20 groups), sent by ``create_tickets``; outcomes recorded
-  per finding, then the findings the requests named read back (``settle_batches``).
+  are enough (repository, rule) groups), cut to the first ``--groups`` groups by ``fresh_batches`` (batches of 20
+  groups), sent by ``create_tickets``, each batch's findings re-read right before its own request; outcomes
+  recorded per finding, then the findings the requests named read back (``settle_batches``).
 
 Requests are counted from the emulator's request log and compared with ceil(N/3000) and ceil(groups/20); the
-re-reads before the write (findings requests) with ceil(candidates/3000) + 1, the reads after it with
-ceil(written/3000) + 1.
+re-reads before the writes (findings requests) with their budget, ceil(candidates/3000) + 1 per request's re-read
+(``reread_budget``; ``reread_per_request``: re-read requests per write request), and with what one re-read of the whole
+selection would cost, ceil(N/3000) + 1 (``reread_policy_budget``: ``reread_extra`` is the difference); the reads
+after it with ceil(written/3000) + 1. ``window_p50_s``, ``window_p99_s``, ``window_max_s``: seconds from each
+request's re-read to the request.
 
     python bench/bulk_actions.py --base-url http://127.0.0.1:8900 --token T --slug acme --deployment-id 1 \
         --database-url sqlite:////tmp/bulk.db --triage 10000 --groups 500 --out bulk.json
@@ -76,7 +80,11 @@ def main() -> None:
             "requests": requests["by_operation"].get("triage", 0),
             "expected_requests": math.ceil(len(selected) / TRIAGE_LIMIT.maximum),
             "reread_requests": counts["reread_requests"],
-            "reread_budget": math.ceil(len(selected) / FINDINGS_PAGE_SIZE.maximum) + 1, "dropped": counts["dropped"],
+            "reread_budget": len(plan.chunks) * (math.ceil(len(selected) / FINDINGS_PAGE_SIZE.maximum) + 1),
+            "reread_policy_budget": math.ceil(len(selected) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "reread_extra": counts["reread_requests"] - (math.ceil(len(selected) / FINDINGS_PAGE_SIZE.maximum) + 1),
+            "reread_per_request": counts["reread_requests"] / max(1, len(plan.chunks)),
+            "dropped": counts["dropped"],
             "settle_requests": counts["settle_requests"], "settled": counts["settled"],
             "settle_named": counts["settle_named"],
             "settle_budget": math.ceil(counts["settle_named"] / FINDINGS_PAGE_SIZE.maximum) + 1,
@@ -91,10 +99,11 @@ def main() -> None:
         admin.delete("/_emulator/requests").raise_for_status()
         started = time.perf_counter()
         (planned_tickets,) = ticket_plan.plan_policies(warehouse, [ticket_policy])
-        chosen, reread = tickets.fresh_batches(client, warehouse, [planned_tickets],
-                                               allowed={ticket_policy.name: args.groups}, run_id="bench-tickets")
+        batches, rereads = tickets.fresh_batches(client, warehouse, [planned_tickets],
+                                                 allowed={ticket_policy.name: args.groups}, run_id="bench-tickets")
+        tally = ticket_send.create_tickets(client, warehouse, batches, run_id="bench-tickets", reread=rereads)
+        reread, chosen = rereads.stats, rereads.batches
         groups = sum(len(b.groups) for b in chosen)
-        tally = ticket_send.create_tickets(client, warehouse, chosen, run_id="bench-tickets")
         settled: dict[str, Any] = {}
         tickets.settle_batches(client, warehouse, chosen, {ticket_policy.name: ticket_policy.selector}, settled)
         seconds = time.perf_counter() - started
@@ -105,7 +114,11 @@ def main() -> None:
             "requests": requests["by_operation"].get("tickets", 0),
             "expected_requests": math.ceil(groups / TICKETS_LIMIT.maximum),
             "candidates": len(planned_tickets.selected), "reread_requests": reread["reread_requests"],
-            "reread_budget": math.ceil(len(planned_tickets.selected) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "reread_budget": len(batches) * (math.ceil(len(planned_tickets.selected) / FINDINGS_PAGE_SIZE.maximum) + 1),
+            "reread_policy_budget": math.ceil(sum(len(b.ids) for b in batches) / FINDINGS_PAGE_SIZE.maximum) + 1,
+            "reread_extra": reread["reread_requests"]
+            - (math.ceil(sum(len(b.ids) for b in batches) / FINDINGS_PAGE_SIZE.maximum) + 1),
+            "reread_per_request": reread["reread_requests"] / max(1, len(batches)),
             "settle_requests": settled["settle_requests"], "settled": settled["settled"],
             "settle_named": settled["settle_named"],
             "settle_budget": math.ceil(settled["settle_named"] / FINDINGS_PAGE_SIZE.maximum) + 1,

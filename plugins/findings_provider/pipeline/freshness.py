@@ -1,9 +1,10 @@
 """Fresh state right before a write: re-read a policy's candidates from the service, keep only the unchanged.
 
 The warehouse's copy of a finding can be a day old, and a person may have acted in the service since: moved it to
-``reviewing``, ignored it, reopened it, given it a ticket. Before triage or ticket creation sends anything, the
-policy's candidates are read again in one filtered findings pull (the policy's selector mapped to the API's
-filters, starting at the oldest candidate's ``relevant_since``), at most ``ceil(candidates / 3000) + 1`` pages.
+``reviewing``, ignored it, reopened it, given it a ticket. Right before each triage or ticket request, the findings
+it names are read again in one filtered findings pull (the policy's selector mapped to the API's filters, narrowed
+to the request's repositories, rules and branch (:func:`request_filters`), starting at the oldest one's
+``relevant_since``), at most ``ceil(findings / 3000) + 1`` pages.
 After the write, ``settle`` reads the findings it named once more and stores the service's rows: the warehouse
 equals the service for everything the run wrote, in the same run.
 A candidate is kept only when the service still lists it, its status, triage state and ticket are what the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 
 #: Secrets have no server-side filters: their whole (short) list is read, at most this many per page.
 SECRETS_PAGE_SIZE = 1000
+#: At most this many repositories (or rules) narrow a request's re-read; beyond it that filter is left to the
+#: policy's own (a query string stays short, and so many values narrow little).
+NARROWING_MAX_VALUES = 50
 #: The columns whose change in the service means a person (or another tool) acted on the finding.
 WATCHED = ("status", "triage_state", "triage_reason", "external_ticket_id")
 _COL = {name: i for i, name in enumerate(FINDING_COLUMNS)}
@@ -53,6 +58,8 @@ class Freshness:
     #: Candidates an earlier write of ours with an unknown outcome did after all: id -> the fresh row.
     ours: dict[int, tuple[Any, ...]] = field(default_factory=dict)
     requests: int = 0
+    #: When the service answered the re-read's last request (``time.monotonic()``): the race window starts there.
+    read_at: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         reasons: dict[str, int] = {}
@@ -91,6 +98,33 @@ def api_filters(issue_type: str, selector: FindingSelector, since: datetime | No
     return filters
 
 
+def request_filters(issue_type: str, selector: FindingSelector,
+                    candidates: Sequence[SelectedFinding]) -> dict[str, Any]:
+    """The narrowest findings query that lists ``candidates`` (the findings of one request): the policy's filters
+    (:func:`api_filters`, from the oldest candidate's ``relevant_since``), narrowed to the candidates' repositories,
+    rules (code findings) and branch. Only ever narrower than the policy's filters: a value the policy's filter does
+    not hold is not added, a dimension in which a candidate has no value is not narrowed, and neither is one with
+    more than ``NARROWING_MAX_VALUES`` values."""
+    filters = api_filters(issue_type, selector, _since(candidates))
+
+    def narrow(key: str, values: Iterable[str | None]) -> None:
+        distinct = set(values)
+        if None in distinct or not distinct or len(distinct) > NARROWING_MAX_VALUES:
+            return
+        allowed = filters.get(key)
+        narrower = sorted(v for v in distinct if v is not None and (allowed is None or v in allowed))
+        if narrower:  # an empty list would be no filter at all
+            filters[key] = narrower
+
+    narrow("repos", (c.repository_name for c in candidates))
+    if issue_type in (IssueType.SAST, IssueType.AI_SAST):
+        narrow("rules", (c.rule_name for c in candidates))
+    refs = {c.ref for c in candidates}
+    if "ref" not in filters and len(refs) == 1 and None not in refs:
+        filters["ref"] = refs.pop()
+    return filters
+
+
 def _since(candidates: Iterable[SelectedFinding]) -> datetime | None:
     oldest = min((c.relevant_since for c in candidates if c.relevant_since is not None), default=None)
     return None if oldest is None else oldest - timedelta(seconds=1)
@@ -103,13 +137,16 @@ def _pages(client: FindingsClient, issue_type: str, filters: dict[str, Any]) -> 
 
 
 def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters: dict[str, Any], wanted: set[int],
-          fresh: dict[int, tuple[Any, ...]], max_pages: int | None) -> tuple[int, bool]:
+          fresh: dict[int, tuple[Any, ...]], max_pages: int | None, answered: list[float] | None = None
+          ) -> tuple[int, bool]:
     """Page until every wanted id was seen, the list ends or ``max_pages``; store every row read; return the
-    requests made and whether the list ended."""
+    requests made and whether the list ended. ``answered``: gets the time each answer arrived."""
     requests = 0
     pages = _pages(client, issue_type, filters)
     while max_pages is None or requests < max_pages:
         page = next(pages, None)
+        if answered is not None:
+            answered.append(time.monotonic())
         if page is None:
             return requests, True
         requests += 1
@@ -125,13 +162,14 @@ def _pull(client: FindingsClient, warehouse: Warehouse, issue_type: str, filters
 
 def _pull_twice(client: FindingsClient, warehouse: Warehouse, issue_type: str, selector: FindingSelector,
                 known: Sequence[SelectedFinding], narrow: dict[str, Any], fresh: dict[int, tuple[Any, ...]],
-                budget: int | None, *, wanted: set[int] | None = None, twins: bool = False) -> tuple[int, bool]:
+                budget: int | None, *, wanted: set[int] | None = None, twins: bool = False,
+                answered: list[float] | None = None) -> tuple[int, bool]:
     """Pull with the ``narrow`` filters until every wanted id (default: those of ``known``) was met; then, within
     what is left of ``budget``, look for the ``known`` ones not met without the filters a person changes (status),
     from the oldest of them, in their repositories (``twins``: without ``ref`` too, as a finding's twins on other
     branches are wanted). Returns the requests made and whether the last pull reached the end of its list."""
     requests, complete = _pull(client, warehouse, issue_type, narrow,
-                               wanted if wanted is not None else {c.id for c in known}, fresh, budget)
+                               wanted if wanted is not None else {c.id for c in known}, fresh, budget, answered)
     missing = [c for c in known if c.id not in fresh]
     if missing and budget is not None and requests < budget:
         wider = api_filters(issue_type, selector, _since(missing), stateless=True)
@@ -139,7 +177,7 @@ def _pull_twice(client: FindingsClient, warehouse: Warehouse, issue_type: str, s
         if twins:
             wider.pop("ref", None)
         used, complete = _pull(client, warehouse, issue_type, wider, {c.id for c in missing}, fresh,
-                               budget - requests)
+                               budget - requests, answered)
         requests += used
     return requests, complete
 
@@ -183,8 +221,17 @@ def reread(
     ours: Iterable[int] = (),
     redo: Iterable[int] = (),
     run_id: str | None = None,
+    label: str = "",
+    budget_for: int | None = None,
 ) -> Freshness:
-    """Re-read ``candidates`` from the service; keep those unchanged since the warehouse read them.
+    """Re-read ``candidates`` (the findings of one request) from the service, right before the request; keep those
+    unchanged since the warehouse read them.
+
+    The read is :func:`request_filters`: the policy's filters narrowed to the candidates' repositories, rules and
+    branch; it stops once every candidate was met, after at most ``ceil(budget_for / 3000) + 1`` requests
+    (``budget_for``: the policy's whole selection, whose listing holds the narrowed one; default the candidates). A
+    candidate not met is dropped (``not listed`` or ``not confirmed``), never sent unread. ``label``: which request,
+    for the log.
 
     ``target``: the column values the write would set (triage): a candidate already in that state (an earlier
     attempt of the same run, or a person, did it) is dropped as such rather than as a conflict. ``ours``:
@@ -196,13 +243,16 @@ def reread(
     if not candidates:
         return out
     wanted = {c.id: c for c in candidates}
-    budget = None if issue_type == "secrets" else math.ceil(len(candidates) / FINDINGS_PAGE_SIZE.maximum) + 1
+    size = max(len(candidates), budget_for or 0)
+    budget = None if issue_type == "secrets" else math.ceil(size / FINDINGS_PAGE_SIZE.maximum) + 1
     fresh: dict[int, tuple[Any, ...]] = {}
-    filters = {} if issue_type == "secrets" else api_filters(issue_type, selector, _since(candidates))
+    filters = {} if issue_type == "secrets" else request_filters(issue_type, selector, candidates)
     # candidates that left the policy's filters (a person changed their status) are looked for without them, so
     # their new state reaches the warehouse
+    answered: list[float] = []
     out.requests, complete = _pull_twice(client, warehouse, issue_type, selector, candidates, filters, fresh,
-                                         budget)
+                                         budget, answered=answered)
+    out.read_at = answered[-1] if answered else time.monotonic()
     undone = ledger.undone_writes(
         warehouse, kind, policy, issue_type,
         ((i, row[_COL["relevant_since"]], row[_COL["triage_state"]]) for i, row in fresh.items()),
@@ -229,9 +279,9 @@ def reread(
         else:
             out.kept.append(finding_id)
     record_drops(warehouse, out.dropped, kind=kind, policy=policy, issue_type=issue_type, run_id=run_id)
-    log.info("%s policy %s: re-read %d %s candidates in %d request(s): %d kept, %d dropped %s", kind, policy,
-             len(candidates), issue_type, out.requests, len(out.kept), len(out.dropped),
-             out.summary()["drop_reasons"] or "")
+    log.info("%s policy %s%s: re-read %d %s candidates in %d request(s): %d kept, %d dropped %s", kind, policy,
+             f" {label}" if label else "", len(candidates), issue_type, out.requests, len(out.kept),
+             len(out.dropped), out.summary()["drop_reasons"] or "")
     return out
 
 
@@ -304,8 +354,8 @@ def settle_written(client: FindingsClient, warehouse: Warehouse, issue_type: str
 
 
 def window_summary(windows: Sequence[float]) -> dict[str, float | None]:
-    """The race windows of a run's requests, in seconds from the re-read that let a request's findings through to the
-    request itself (what a person does in the service in between, the request overrides): p50, p99 and the
+    """The race windows of a run's requests, in seconds from the re-read of a request's findings to the request
+    itself (what a person does in the service in between, the request overrides): p50, p99 and the
     largest. None when nothing was sent."""
     ordered = sorted(windows)
     if not ordered:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -70,11 +70,18 @@ def create_tickets(
     tracker_project_id: str | None = None,
     group_issues: bool = True,
     run_id: str | None = None,
+    reread: Callable[[TicketBatch, str], TicketBatch] | None = None,
 ) -> TicketTally:
-    """Send each batch (or record it as planned in a dry run) and record one outcome per finding."""
+    """Send each batch (or record it as planned in a dry run) and record one outcome per finding.
+
+    ``reread``: called right before each batch's request with the batch (and which request it is, for the log);
+    returns the batch to send, its findings re-read and those a person changed left out (``tickets.BatchRereads``,
+    which also records the findings an earlier request of ours ticketed unseen). Without it, only those suspects
+    are re-read before sending."""
     tally = TicketTally(batches=len(batches))
     unresolved: Exception | None = None
-    suspects = {} if dry_run else {t: unseen_ticket_suspects(warehouse, t) for t in {b.issue_type for b in batches}}
+    suspects = {} if dry_run or reread is not None else {
+        t: unseen_ticket_suspects(warehouse, t) for t in {b.issue_type for b in batches}}
     for number, batch in enumerate(batches, 1):
         if dry_run:
             warehouse.record_ticket_actions(
@@ -84,8 +91,11 @@ def create_tickets(
             tally.planned += len(batch.ids)
             continue
         sender = sending_client(client)
-        suspect = suspects[batch.issue_type] & set(batch.ids)
-        if suspect:
+        if reread is not None:
+            batch = reread(batch, f"ticket request {number} of {len(batches)}")
+            if not batch.groups:
+                continue
+        elif suspect := suspects[batch.issue_type] & set(batch.ids):
             batch = _without_unseen_tickets(sender, warehouse, batch, suspect, tally, run_id)
             if not batch.groups:
                 continue
@@ -156,6 +166,7 @@ def _send_batch(sender: FindingsClient, warehouse: Warehouse, batch: TicketBatch
         tally.requests += 1
         if batch.read_at is not None:
             tally.windows.append(time.monotonic() - batch.read_at)
+            log.info("ticket request %s: %.3f s from its re-read to the request", which, tally.windows[-1])
         try:
             result = sender.create_tickets(request)
             return (result, *_result_actions(batch, result, tally, run_id))

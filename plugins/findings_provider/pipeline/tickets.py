@@ -1,8 +1,8 @@
 """A ticket run: grouped ticket creation that never creates a second ticket for a finding.
 
 :func:`run_tickets` reconciles what earlier runs left unknown, plans (:mod:`.ticket_plan`: selection, grouping,
-caps), re-reads each policy's findings right before sending (:func:`fresh_batches`), sends the requests and records
-one outcome per finding (:mod:`.ticket_send`, :mod:`.ticket_outcomes`). After the run's requests, every finding
+caps), re-reads each request's findings right before that request (:class:`BatchRereads`), sends the requests and
+records one outcome per finding (:mod:`.ticket_send`, :mod:`.ticket_outcomes`). After the run's requests, every finding
 they named is read back from the service and stored (:func:`settle_batches`, ``freshness.settle``), so the
 warehouse holds what the service holds, a person's act of a moment before the write included.
 """
@@ -10,15 +10,14 @@ warehouse holds what the service holds, a person's act of a moment before the wr
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from findings_provider.client.limits import TICKETS_LIMIT
 from findings_provider.config import FindingSelector, TicketPolicy
 from findings_provider.pipeline import approval, freshness, ledger, ticket_links
-from findings_provider.pipeline.selection import TICKET_GONE, latest_ticket_outcomes
+from findings_provider.pipeline.selection import TICKET_GONE, SelectedFinding, latest_ticket_outcomes
 from findings_provider.pipeline.ticket_outcomes import (
     TicketTally,
     reconcile_ambiguous,
@@ -29,6 +28,7 @@ from findings_provider.pipeline.ticket_outcomes import (
 )
 from findings_provider.pipeline.ticket_plan import (
     TicketBatch,
+    TicketGroup,
     TicketPlan,
     batch_groups,
     group_findings,
@@ -54,35 +54,69 @@ def fresh_batches(
     tickets_per_call: int = TICKETS_LIMIT.maximum,
     group_issues: bool = True,
     run_id: str | None = None,
-) -> tuple[list[TicketBatch], dict[str, Any]]:
-    """Re-read each plan's findings from the service, keep the unchanged ones, and batch at most ``allowed``
-    tickets per policy; return the batches and the re-read's counts."""
+) -> tuple[list[TicketBatch], BatchRereads]:
+    """Batch at most ``allowed`` tickets per policy, and the re-read that each batch gets right before its own
+    request (:class:`BatchRereads`, given to ``create_tickets``). A finding the re-read drops leaves its ticket's
+    room unused in this run: the cap counts the tickets planned."""
     batches: list[TicketBatch] = []
-    stats = {"reread_requests": 0, "dropped": 0, "deferred_tickets": 0, "recovered_before_sending": 0}
+    rereads = BatchRereads(client, warehouse, run_id=run_id)
     for plan in plans:
         name, issue_type = plan.policy.name, str(plan.policy.issue_type)
-        redo = latest_ticket_outcomes(warehouse, issue_type, TICKET_GONE) if plan.policy.reticket_unlinked else ()
-        fresh = freshness.reread(client, warehouse, kind=ledger.TICKET, policy=name, issue_type=issue_type,
-                                 selector=plan.policy.selector, candidates=plan.selected,
-                                 ours=unseen_ticket_suspects(warehouse, issue_type), redo=redo, run_id=run_id)
-        stats["reread_requests"] += fresh.requests
-        stats["dropped"] += len(fresh.dropped)
-        if fresh.ours:  # an earlier request of ours ticketed them after all: record it, never send again
-            found = {i: ticket_in_raw(row[FINDING_COLUMNS.index("raw")]) for i, row in fresh.ours.items()}
-            stats["recovered_before_sending"] += len(record_recovered(
-                warehouse, issue_type, found, TicketTally(), run_id,
-                "recorded from the re-read before sending: an earlier request of ours created it"))
-        kept = set(fresh.kept)
-        keyed = group_findings([f for f in plan.selected if f.id in kept], group_issues=group_issues)
+        rereads.policies[name] = plan.policy
+        rereads.known[name] = {f.id: f for f in plan.selected}
+        rereads.redo[name] = (latest_ticket_outcomes(warehouse, issue_type, TICKET_GONE)
+                              if plan.policy.reticket_unlinked else [])
+        keyed = group_findings(plan.selected, group_issues=group_issues)
         limited = limit_tickets(keyed, allowed.get(name, plan.cap.value))
         deferred = sum(len(g) for g in keyed) - sum(len(g) for g in limited)
         if deferred:
             log.warning("policy %s: %d tickets above the %d this run may create wait for the next run", name,
                         deferred, allowed.get(name, plan.cap.value))
-            stats["deferred_tickets"] += deferred
-        read_at = time.monotonic()
-        batches += [replace(b, read_at=read_at) for b in batch_groups(issue_type, name, limited, tickets_per_call)]
-    return batches, stats
+            rereads.stats["deferred_tickets"] += deferred
+        batches += batch_groups(issue_type, name, limited, tickets_per_call)
+    return batches, rereads
+
+
+@dataclass
+class BatchRereads:
+    """The re-read of each ticket batch right before its request (``create_tickets`` calls it per batch).
+
+    The batch's findings are read again (``freshness.reread``: the policy's filters narrowed to the batch's
+    repositories and rules); those a person changed are dropped with the reason, those an earlier request of ours
+    ticketed unseen (``unseen_ticket_suspects``) are recorded, never sent again. The batch goes out with the rest,
+    stamped with the time of the re-read (``read_at``, the start of its race window). ``batches``: the batches as
+    re-read (what was sent, or was about to be); ``stats``: the re-reads' counts."""
+
+    client: FindingsClient
+    warehouse: Warehouse
+    run_id: str | None = None
+    policies: dict[str, TicketPolicy] = field(default_factory=dict)
+    known: dict[str, dict[int, SelectedFinding]] = field(default_factory=dict)
+    redo: dict[str, list[int]] = field(default_factory=dict)
+    batches: list[TicketBatch] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=lambda: {
+        "reread_requests": 0, "dropped": 0, "deferred_tickets": 0, "recovered_before_sending": 0})
+
+    def __call__(self, batch: TicketBatch, label: str) -> TicketBatch:
+        name, issue_type = batch.policy, batch.issue_type
+        known = self.known[name]
+        fresh = freshness.reread(self.client, self.warehouse, kind=ledger.TICKET, policy=name, issue_type=issue_type,
+                                 selector=self.policies[name].selector, candidates=[known[i] for i in batch.ids],
+                                 ours=unseen_ticket_suspects(self.warehouse, issue_type), redo=self.redo[name],
+                                 run_id=self.run_id, label=label, budget_for=len(known))
+        self.stats["reread_requests"] += fresh.requests
+        self.stats["dropped"] += len(fresh.dropped)
+        if fresh.ours:  # an earlier request of ours ticketed them after all: record it, never send again
+            found = {i: ticket_in_raw(row[FINDING_COLUMNS.index("raw")]) for i, row in fresh.ours.items()}
+            self.stats["recovered_before_sending"] += len(record_recovered(
+                self.warehouse, issue_type, found, TicketTally(), self.run_id,
+                "recorded from the re-read before sending: an earlier request of ours created it"))
+        kept = set(fresh.kept)
+        groups = [TicketGroup(g.repository, g.rule, [i for i in g.ids if i in kept]) for g in batch.groups]
+        out = replace(batch, groups=[g for g in groups if g.ids], read_at=fresh.read_at)
+        if out.groups:
+            self.batches.append(out)
+        return out
 
 
 def run_tickets(
@@ -122,16 +156,19 @@ def run_tickets(
                                      "ticket_creation DAG asks a person in the UI), or raise the cap")
     allowed = {p.policy.name: max(p.cap.value, approval.approved_count(record, p.policy.name)) for p in plans}
     stats: dict[str, Any] = {}
+    rereads: BatchRereads | None = None
     if dry_run:
         batches = plan_batches(plans, tickets_per_call)
     else:
-        batches, stats = fresh_batches(sending_client(client), warehouse, plans, allowed=allowed,
-                                       tickets_per_call=tickets_per_call, group_issues=group_issues, run_id=run_id)
+        batches, rereads = fresh_batches(sending_client(client), warehouse, plans, allowed=allowed,
+                                         tickets_per_call=tickets_per_call, group_issues=group_issues, run_id=run_id)
+        stats = rereads.stats
     try:
         tally = create_tickets(client, warehouse, batches, dry_run=dry_run, tracker_project_id=tracker_project_id,
-                               group_issues=group_issues, run_id=run_id)
+                               group_issues=group_issues, run_id=run_id, reread=rereads)
     finally:  # read back what the requests named, also when one failed: the warehouse equals the service for them
-        if not dry_run:
+        if rereads is not None:
+            batches = rereads.batches
             settle_batches(sending_client(client), warehouse, batches, {p.name: p.selector for p in policies}, stats,
                            run_id)
     if tally.skipped:

@@ -2,9 +2,11 @@
 
 Every request is one ``triage_actions`` row: recorded as ``planned`` before it is sent (in a dry run it stays
 so, flagged ``dry_run``), then ``succeeded`` with the response or ``failed`` with the error (``dropped`` when the
-fresh re-read left nothing to send). Right before sending, each policy's planned findings are read again from
-the service (``freshness``): those a person changed, or reopened after this policy triaged them (``ledger``), or
-whose twin on another branch a person triaged, are left out with the reason. After a request succeeded, every id
+fresh re-read left nothing to send). Right before each request, its findings are read again from the service
+(``freshness``): those a person changed, or reopened after this policy triaged them (``ledger``), or whose twin on
+another branch a person triaged, are left out with the reason. A policy's findings are cut into requests in
+repository and rule order, so that the re-read of one request, narrowed to its repositories and rules, lists little
+beyond it. After a request succeeded, every id
 the service reports in ``triaged_issues`` (which includes same-fingerprint findings on other refs) is updated in
 the warehouse, columns and raw JSON alike, and recorded in the ledger.
 """
@@ -84,7 +86,9 @@ def plan_triage(
     chunk_size: int = TRIAGE_LIMIT.maximum,
     max_findings: int | None = None,
 ) -> list[PolicyPlan]:
-    """Select each enabled policy's findings from the warehouse and cut them into chunks of <= ``chunk_size``.
+    """Select each enabled policy's findings from the warehouse and cut them into chunks of <= ``chunk_size``, in
+    (repository, rule, id) order: each chunk spans few repositories and rules, which narrow its re-read
+    (``freshness.request_filters``).
 
     Findings a person reopened after this policy triaged them are held back (``ledger``). ``max_findings``
     lowers every policy's cap for this run (it never raises one).
@@ -98,7 +102,8 @@ def plan_triage(
         selected = select_findings(warehouse, issue_type, policy.selector)
         undone = ledger.undone_writes(warehouse, ledger.TRIAGE, policy.name, issue_type,
                                       ((f.id, f.relevant_since, f.triage_state) for f in selected))
-        kept = [f for f in selected if f.id not in undone]
+        kept = sorted((f for f in selected if f.id not in undone),
+                      key=lambda f: (f.repository_name or "", f.rule_name or "", f.id))
         plan = PolicyPlan(policy, kept, chunked([f.id for f in kept], chunk_size),
                           Cap(policy.name, policy.max_findings, max_findings), held_back=len(undone))
         log.info("policy %s selects %d %s findings in %d request(s)%s", policy.name, len(kept), issue_type,
@@ -197,17 +202,18 @@ def execute_plan(
     action_ids: Sequence[int],
     policies: Sequence[TriagePolicy] = (),
 ) -> dict[str, Any]:
-    """Re-read each policy's planned findings, then send each recorded request with the unchanged ones only.
+    """Send each recorded request with its unchanged findings only, each re-read right before its own request.
 
-    Right before sending, a policy's findings are read again from the service (``freshness``): those a person
-    changed since the last extraction, or reopened after this policy triaged them, are dropped with the reason
-    (``dropped_findings``) and the request is narrowed to the rest (a request left empty is ``dropped``). Dry-run
+    Right before a request is sent, its findings are read again from the service (``freshness.reread``, narrowed to
+    the request's repositories and rules): those a person changed since the last extraction, or reopened after this
+    policy triaged them, are dropped with the reason (``dropped_findings``) and the request is narrowed to the rest
+    (a request left empty is ``dropped``). Dry-run
     rows are never sent; a request whose policy is not known (``policies``, by the name recorded with the
     plan) is not sent either. A request that fails is recorded as failed and the error is raised once the row
     is written (a task retry re-reads and sends it again: setting a triage state twice is harmless). After a
     policy's requests, the findings they wrote are read back and stored (``freshness.settle_written``): the
     warehouse equals the service for them when the run ends. ``window_p50_s``, ``window_p99_s`` and
-    ``window_max_s`` are the seconds from the policy's re-read to each of its requests.
+    ``window_max_s`` are the seconds from each request's re-read to the request.
     """
     counts: dict[str, Any] = {"requests": 0, "triaged": 0, "refreshed": 0, "skipped_dry_run": 0,
                               "already_done": 0, "dropped": 0, "reread_requests": 0, "settle_requests": 0,
@@ -241,22 +247,13 @@ def execute_plan(
     for name, policy_rows in pending.items():
         policy = by_name[name]
         issue_type = str(policy.issue_type)
-        ids = [int(i) for row in policy_rows for i in row.issue_ids or ()]
-        fresh = freshness.reread(
-            client, warehouse, kind=ledger.TRIAGE, policy=name, issue_type=issue_type, selector=policy.selector,
-            candidates=select_by_ids(warehouse, issue_type, ids), target=_target(policy), run_id=policy_rows[0].run_id,
-        )
-        read_at = time.monotonic()
-        counts["reread_requests"] += fresh.requests
-        kept = set(fresh.kept)
-        twins = twin_conflicts(warehouse, issue_type, kept, _target(policy))
-        freshness.record_drops(warehouse, twins, kind=ledger.TRIAGE, policy=name, issue_type=issue_type,
-                               run_id=policy_rows[0].run_id)
-        kept -= set(twins)
-        counts["dropped"] += len(fresh.dropped) + len(twins)
         written: list[int] = []
+        planned = sum(len(row.issue_ids or ()) for row in policy_rows)
         try:
-            for row in policy_rows:
+            for number, row in enumerate(policy_rows, 1):
+                # the request's own findings, re-read right before it (not once for the whole policy)
+                kept, read_at = _fresh_chunk(client, warehouse, policy, row, counts,
+                                             f"request {row.id} ({number} of {len(policy_rows)})", planned)
                 send = [i for i in row.issue_ids or () if int(i) in kept]
                 if not send:
                     warehouse.update_triage_action(row.id, status="dropped",
@@ -267,12 +264,32 @@ def execute_plan(
                 if len(send) != len(row.issue_ids or ()):
                     _narrow(warehouse, row.id, send, request)
                 windows.append(time.monotonic() - read_at)
+                log.info("triage request %d: %.3f s from its re-read to the request", row.id, windows[-1])
                 written += _send(client, warehouse, row.id, request, policy, counts, row.run_id)
         finally:  # what was sent, also when a later request of the policy failed
             freshness.settle_written(client, warehouse, issue_type, policy.selector, written, counts,
                                      status=_target(policy)["status"])
     counts.update(freshness.window_summary(windows))
     return counts
+
+
+def _fresh_chunk(client: FindingsClient, warehouse: Warehouse, policy: TriagePolicy, row: Any,
+                 counts: dict[str, Any], label: str, planned: int) -> tuple[set[int], float]:
+    """Re-read the findings of one planned request (``freshness.reread``, within the budget of a re-read of the
+    policy's ``planned`` findings) and leave out those whose twin a person triaged; return the ids still to send
+    and when the service answered the re-read (``time.monotonic()``)."""
+    name, issue_type, target = policy.name, str(policy.issue_type), _target(policy)
+    ids = [int(i) for i in row.issue_ids or ()]
+    fresh = freshness.reread(client, warehouse, kind=ledger.TRIAGE, policy=name, issue_type=issue_type,
+                             selector=policy.selector, candidates=select_by_ids(warehouse, issue_type, ids),
+                             target=target, run_id=row.run_id, label=label, budget_for=planned)
+    counts["reread_requests"] += fresh.requests
+    kept = set(fresh.kept)
+    twins = twin_conflicts(warehouse, issue_type, kept, target)
+    freshness.record_drops(warehouse, twins, kind=ledger.TRIAGE, policy=name, issue_type=issue_type,
+                           run_id=row.run_id)
+    counts["dropped"] += len(fresh.dropped) + len(twins)
+    return kept - set(twins), fresh.read_at
 
 
 def twin_conflicts(warehouse: Warehouse, issue_type: str, ids: set[int], target: dict[str, Any]) -> dict[int, str]:
