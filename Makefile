@@ -23,20 +23,20 @@ IN_PROCESS := not e2e and not browser and not celery and not chaos and not integ
 
 .PHONY: venv venv-lowest test test-unit test-lowest system-deps lint demo bench browser-deps compose-deps clean
 
-$(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml include/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip wheel
 	$(BIN)/pip install --quiet -r requirements.txt -r requirements-test.txt -c constraints.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip install --quiet --no-deps -e ./include -e '.[emulator]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-$(LOWEST_STAMP): requirements-lowest.txt pyproject.toml
+$(LOWEST_STAMP): requirements-lowest.txt pyproject.toml include/pyproject.toml
 	test -x $(LOWEST_BIN)/python || $(PYTHON) -m venv $(LOWEST_VENV)
 	$(LOWEST_BIN)/pip install --quiet --upgrade pip wheel
 	$(LOWEST_BIN)/pip install --quiet --no-deps -r requirements-lowest.txt
-	$(LOWEST_BIN)/pip install --quiet --no-deps -e .
+	$(LOWEST_BIN)/pip install --quiet --no-deps -e ./include -e '.[emulator]'
 	$(LOWEST_BIN)/pip check
 	touch $(LOWEST_STAMP)
 
@@ -128,4 +128,4 @@ bench: venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) $(LOWEST_VENV) build *.egg-info
+	rm -rf $(VENV) $(LOWEST_VENV) build *.egg-info plugins/*.egg-info include/build include/*.egg-info

@@ -2,8 +2,9 @@
 copy of the sources, installed with the project's constraints into a fresh virtualenv, used from a directory
 outside any checkout with a fresh AIRFLOW_HOME.
 
-Proves: Airflow lists the provider, its connection type and the dashboard plugin (whose import once needed a
-dependency the provider did not declare: orjson); the wheel's DAG files load
+Proves: the wheel carries the provider and not the emulator, which is its own distribution (include/pyproject.toml)
+that the ``emulator`` extra asks for; Airflow lists the provider, its connection type and the dashboard plugin (whose
+import once needed a dependency the provider did not declare: orjson); the wheel's DAG files load
 from where the wheel installed them (``<venv>/share/findings-airflow/dags``) with the configuration installed
 beside them, and import nothing from a checkout; a user's own DAG runs the provider's operators with their inputs
 as arguments, with no pipeline configuration anywhere. Slow (a whole Airflow is installed: about 1-3 minutes with pip's
@@ -12,11 +13,13 @@ cache warm), hence its own marker; PyPI must be reachable (it is on this machine
 
 from __future__ import annotations
 
+import email
 import json
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,8 @@ from findings_provider.names import PIPELINE_DAGS
 from findings_provider.warehouse import make_engine
 from findings_provider.warehouse.schema import findings, triage_actions
 from fixtures import client_of, connection_env, running_emulator, sqlite_url
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from sqlalchemy import func, select
 
 pytestmark = pytest.mark.install
@@ -54,8 +59,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             source.mkdir(exist_ok=True)
             shutil.copy2(origin, source / name)
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", work / "dist",
-        source, cwd=work)
+        source, source / "include", cwd=work)
     (wheel,) = (work / "dist").glob("findings_airflow-*.whl")
+    (emulator_wheel,) = (work / "dist").glob("findings_emulator-*.whl")
     venv = work / "venv"
     run(sys.executable, "-m", "venv", venv)
     run(venv / "bin" / "pip", "install", "--quiet", "-c", REPO / "constraints.txt", wheel, cwd=work)
@@ -65,7 +71,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
            if not k.startswith(("AIRFLOW", "FINDINGS_", "PYTHON", "VIRTUAL_ENV"))}
     env.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "PATH": f"{venv / 'bin'}:{env.get('PATH', '')}"})
-    return {"venv": venv, "wheel": wheel, "home": home, "cwd": work, "env": env}
+    return {"venv": venv, "wheel": wheel, "emulator_wheel": emulator_wheel, "dist": work / "dist", "home": home,
+            "cwd": work, "env": env}
 
 
 def airflow(installed: dict, *args: str) -> str:
@@ -74,6 +81,86 @@ def airflow(installed: dict, *args: str) -> str:
 
 def json_output(text: str) -> list[dict]:
     return json.loads(text[text.index("["):])
+
+
+def wheel_files(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
+def wheel_metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(archive.read(name))
+
+
+def requirements(metadata: email.message.Message, extra: str | None = None) -> dict[str, Requirement]:
+    """The ``Requires-Dist`` entries by distribution name: those of ``extra``, or the unconditional ones."""
+    found: dict[str, Requirement] = {}
+    for line in metadata.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        wanted = req.marker is not None and req.marker.evaluate({"extra": extra}) if extra else req.marker is None
+        if wanted:
+            found[canonicalize_name(req.name)] = req
+    return found
+
+
+def test_the_base_wheel_carries_the_provider_and_not_the_emulator(installed: dict) -> None:
+    files = wheel_files(installed["wheel"])
+    assert any(f.startswith("findings_provider/") for f in files)
+    assert not [f for f in files if "findings_emulator" in f]
+    with zipfile.ZipFile(installed["wheel"]) as archive:
+        [points] = [n for n in files if n.endswith(".dist-info/entry_points.txt")]
+        assert "findings_emulator" not in archive.read(points).decode()  # no findings-emulator command
+    venv, env = installed["venv"], installed["env"]
+    assert not (venv / "bin" / "findings-emulator").exists()
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import findings_emulator"], env=env,
+                           cwd=installed["cwd"], capture_output=True, text=True, timeout=120, check=False)
+    assert probe.returncode != 0
+    assert "No module named 'findings_emulator'" in probe.stderr
+    # nor does the base install pull what only the emulator needs
+    assert "uvicorn" not in requirements(wheel_metadata(installed["wheel"]))
+
+
+def test_the_emulator_extra_is_the_emulator_distribution_with_its_dependencies(installed: dict) -> None:
+    provider = wheel_metadata(installed["wheel"])
+    emulator = wheel_metadata(installed["emulator_wheel"])
+    assert "emulator" in (provider.get_all("Provides-Extra") or [])
+    [extra] = requirements(provider, "emulator").values()
+    assert canonicalize_name(extra.name) == "findings-emulator"
+    assert str(extra.specifier) == f"=={emulator['Version']}"  # the emulator released with this provider
+    assert emulator["Version"] == provider["Version"]
+    assert {"fastapi", "uvicorn", "sqlalchemy", "pydantic", "orjson", "httpx"} <= set(requirements(emulator))
+    files = wheel_files(installed["emulator_wheel"])
+    assert "findings_emulator/cli.py" in files
+    assert not [f for f in files if f.startswith("findings_provider/") or f.endswith((".yaml", "dags/"))]
+    with zipfile.ZipFile(installed["emulator_wheel"]) as archive:
+        [points] = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        assert "findings-emulator = findings_emulator.cli:main" in archive.read(points).decode()
+
+
+def test_pip_resolves_the_emulator_extra_to_the_emulator_distribution(installed: dict, tmp_path: Path) -> None:
+    """``pip install findings-airflow[emulator]`` where both wheels are published (here: a folder of the two
+    wheels) adds the emulator to the base install (a dry run: the base install stays without it), and the
+    emulator then runs from its command and as ``python -m findings_emulator``."""
+    venv, env = installed["venv"], installed["env"]
+    report = tmp_path / "report.json"
+    run(venv / "bin" / "pip", "install", "--quiet", "--dry-run", "--report", report, "--find-links",
+        installed["dist"], "-c", REPO / "constraints.txt", f"{installed['wheel']}[emulator]", env=env,
+        cwd=installed["cwd"])
+    added = {i["metadata"]["name"]: i for i in json.loads(report.read_text())["install"]}
+    assert "findings-emulator" in added
+    assert added["findings-emulator"]["download_info"]["url"].endswith(installed["emulator_wheel"].name)
+    # the emulator's other dependencies come with the base install (Airflow's API server needs them too)
+    assert set(added) <= {"findings-airflow", "findings-emulator"}, set(added)
+    target = tmp_path / "emulator"
+    run(venv / "bin" / "pip", "install", "--quiet", "--no-deps", "--target", target, installed["emulator_wheel"],
+        env=env, cwd=installed["cwd"])
+    with_emulator = {**env, "PYTHONPATH": str(target)}
+    assert "--findings" in run(venv / "bin" / "python", "-m", "findings_emulator", "--help", env=with_emulator,
+                               cwd=installed["cwd"])
+    assert "--findings" in run(target / "bin" / "findings-emulator", "--help", env=with_emulator,
+                               cwd=installed["cwd"])
 
 
 def test_airflow_lists_the_provider_its_connection_type_and_the_dashboard(installed: dict) -> None:
