@@ -469,6 +469,7 @@ def test_a_policy_api_retired_during_the_apply_is_recorded_alerted_once_and_late
         assert "retired its policy API" in alert["subject"]
         assert f"{sent_before} applied before it, {len(expected) - sent_before} not applied" in alert["body"]
         record = pt.retired_record(warehouse)
+        assert record is not None
         assert (record["status_code"], record["run_id"]) == (410, "scheduled__1")
         assert len(record["during_apply"]["not_applied"]) == len(expected) - sent_before
 
