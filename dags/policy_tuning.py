@@ -43,7 +43,10 @@ them.
    a link) and records the answer in the warehouse. Reject, or no answer within 6 days: nothing is applied.
 5. **apply_policy_changes** checks the recorded approval itself (marking the approval task successful by hand is
    not approval: it applies nothing and fails), then applies each change with the update-policy call and
-   records it in `policy_changes` (previous mode, new mode, status, response) so it can be reverted.
+   records it in `policy_changes` (previous mode, new mode, status, response) so it can be reverted. A policy
+   API retired after the proposal (410 Gone on the apply's read or write) is said as in step 1: the changes
+   sent before it stay recorded, the others are recorded `not_applied`, one `policy_api_retired` alert lists
+   both, this task ends **skipped**, and later runs skip at step 1.
 
 **Params**
 
@@ -91,6 +94,8 @@ with DAG(
         **conn_ids(CONFIG),
         propose_task_id="propose_policy_changes",
         dry_run="{{ params.dry_run }}",
+        list_task_id="list_policy_rules",
+        alerts=CONFIG.alerts,
         trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
     )
     propose >> check >> [approve, apply]

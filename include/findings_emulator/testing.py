@@ -108,6 +108,10 @@ class EmulatorAdmin:
         """Regenerate the data (with overrides such as ``seed`` or ``findings``); clears log and faults."""
         return dict(self._admin_call("POST", "reset", json=overrides))
 
+    def retire_policies(self, retired: bool = True) -> None:
+        """Retire the policy API now (410 Gone, ``DEPLOYMENT_MIGRATED``) or bring it back; the data stays as it is."""
+        self._admin_call("POST", "policies", json={"retired": retired})
+
     def create_scan(self, **spec: Any) -> dict[str, Any]:
         """Add a scan (fields as the admin route); returns it as scan search lists it."""
         return dict(self._admin_call("POST", "scans", json=spec))

@@ -101,3 +101,20 @@ def test_update_persists_and_moves_findings_between_policy_boards(api: httpx.Cli
     moved = {f["id"] for f in block_after} - block_before
     assert moved
     assert all(f["rule_name"] == rule["path"] for f in block_after if f["id"] in moved)
+
+
+def test_the_policy_api_retires_and_comes_back_on_the_admin_switch_without_losing_changes(
+        api: httpx.Client, fresh: EmulatorProcess) -> None:
+    rule = rules_of(api, fresh, "2101", limit=500)[0]
+    mode = "MODE_DISABLED" if rule["policyMode"] != "MODE_DISABLED" else "MODE_MONITOR"
+    assert api.put(by_id(fresh, "policies/2101"), json={"rulePath": rule["path"], "policyMode": mode}).is_success
+    fresh.retire_policies()  # the deployment migrates now
+    try:
+        for method, path in (("GET", "policies"), ("GET", "policies/2101"), ("PUT", "policies/2101")):
+            body = {"rulePath": rule["path"], "policyMode": "MODE_BLOCK"} if method == "PUT" else None
+            answer = assert_error(api.request(method, by_id(fresh, path), json=body), 410)
+            assert answer["code"] == "DEPLOYMENT_MIGRATED"
+    finally:
+        fresh.retire_policies(False)
+    reread = {r["path"]: r["policyMode"] for r in rules_of(api, fresh, "2101", limit=500)}
+    assert reread[rule["path"]] == mode  # nothing was regenerated

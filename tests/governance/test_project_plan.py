@@ -53,7 +53,7 @@ def test_plan_lists_only_the_difference_in_a_fixed_order():
         "PLAN add_tags acme/payments-api: +pci +tier-1",
         "PLAN remove_tags acme/payments-api: -tier-2",  # managed; team:payments is not, so it stays
         "PLAN set_managed_scans acme/payments-api: full_scan=on",
-        "PLAN set_managed_scans acme/unconfigured: diff_scan=on",  # unknown current state: set it
+        "PLAN set_managed_scans acme/unconfigured: diff_scan=on (current state unknown: set as wanted)",
         "SKIP pattern 'acme/ghost-*': matches no project of the deployment",
         "DRIFT unmentioned acme/docs-site: not named by the file (only a catch-all entry matches it); tags tier-1; "
         "primary branch (none)",
@@ -72,6 +72,7 @@ def test_plan_lists_only_the_difference_in_a_fixed_order():
         "remove_tags": 2,
         "set_managed_scans": 3,
         "set_primary_branch": 0,
+        "managed_scans_unknown": 1,
         "unmatched_patterns": 1,
         "drift": 3,
         "drift_unmentioned": 2,

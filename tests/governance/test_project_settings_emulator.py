@@ -6,9 +6,11 @@ The operators that plan and apply are tested in ``tests/operators/test_projects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+import pytest
 from findings_provider.client import FindingsClient
 from findings_provider.config import ProjectsFile
 from findings_provider.governance.project_settings import (
@@ -16,6 +18,8 @@ from findings_provider.governance.project_settings import (
     ProjectPlan,
     apply_project_plan,
     plan_project_settings,
+    read_managed_scans,
+    sets_managed_scans,
 )
 from findings_provider.warehouse.branches import store_projects
 from findings_provider.warehouse.schema import projects as projects_table
@@ -244,3 +248,128 @@ def test_no_write_for_a_project_changed_into_shape_since_the_plan(emulator, clie
     assert counts == {"changed": 1, "unchanged": 1, "skipped": 0}
     assert [project_of(r) for r in writes(emulator.requests(seq))] == ["acme/billing-worker"]
     assert "acme/identity-service" not in warehouse_projects(warehouse)  # nothing answered, nothing stored
+
+
+# --- the real dialect: a listing without managed_scan_config ---------------------------------------------------------
+
+#: Managed scans for some projects only: the others are never read one by one.
+SOME_SCANS = ProjectsFile.model_validate({
+    "managed_tags": ["pci", "tier-1", "tier-3"],
+    "projects": [
+        {"match": "acme/payments-*", "tags": ["pci", "tier-1"], "full_scan": True, "diff_scan": True},
+        {"match": "acme-labs/*", "tags": ["tier-3"]},  # no managed scans: not read
+        {"match": "acme/identity-service", "full_scan": False},
+    ],
+})
+
+
+def plan_as_the_task_does(client, spec: ProjectsFile) -> ProjectPlan:
+    """The plan task's steps: the listing, the managed scans it leaves out read, the plan."""
+    return plan_project_settings(read_managed_scans(client, client.items(client.list_projects), spec), spec)
+
+
+@pytest.fixture
+def real_dialect(emulator) -> Iterator[Any]:
+    """The session's emulator regenerated in the real service's dialect (the same data), reference afterwards."""
+    emulator.reset(dialect="real")
+    try:
+        yield emulator
+    finally:
+        emulator.reset(dialect="reference")
+
+
+def get_requests(emulator, seq: int) -> list[str]:
+    return [project_of(r) for r in emulator.requests(seq) if r["operation"] == "project_get"]
+
+
+@pytest.mark.parametrize("spec", [TAGS_AND_SCANS, SOME_SCANS], ids=["catch-all", "some"])
+def test_on_the_real_dialect_the_plan_reads_the_managed_scans_and_equals_the_reference_one_and_converges(
+        emulator, client, warehouse, spec):
+    reference = plan_as_the_task_does(client, spec)  # the reference listing carries managed_scan_config
+    assert not [r for r in emulator.requests() if r["operation"] == "project_get"]
+    emulator.reset(dialect="real")
+    try:
+        listing = list(client.items(client.list_projects))
+        assert listing
+        assert all(p.managed_scan_config is None for p in listing)
+        wanted = sorted(p.name for p in listing if sets_managed_scans(spec, p.name))
+        seq = seq_of(emulator)
+
+        plan = plan_as_the_task_does(client, spec)
+
+        assert sorted(get_requests(emulator, seq)) == wanted  # one GET per project whose entry sets managed scans
+        assert plan.lines() == reference.lines()  # the managed scans the service has, not "unknown"
+        assert plan.summary()["managed_scans_unknown"] == 0
+        scans = sorted(a.project for a in plan.actions if a.action == "set_managed_scans")
+        assert set(scans) < set(wanted)  # only those that differ, not every project the file sets them for
+        seq = seq_of(emulator)
+
+        counts = apply_project_plan(client, plan, warehouse)
+
+        sent = emulator.requests(seq)
+        assert sorted(get_requests(emulator, seq)) == scans  # the apply reads only the projects it sets scans of
+        assert counts == {"changed": len(plan.projects_changed()), "unchanged": 0, "skipped": 0}
+        assert sorted(project_of(r) for r in sent if r["operation"] == "managed_scan") == scans
+        seq = seq_of(emulator)
+        assert plan_as_the_task_does(client, spec).actions == []  # a second run plans nothing
+        assert writes(emulator.requests(seq)) == []
+    finally:
+        emulator.reset(dialect="reference")
+
+
+def test_on_the_real_dialect_a_managed_scan_set_since_the_plan_is_not_sent_again(real_dialect, client, warehouse):
+    plan = plan_as_the_task_does(client, SOME_SCANS)
+    target = next(a for a in plan.actions if a.action == "set_managed_scans")
+    client.set_managed_scans(target.project, diff_scan=target.diff_scan, full_scan=target.full_scan)  # a person
+    seq = seq_of(real_dialect)
+
+    counts = apply_project_plan(client, plan, warehouse)
+
+    assert target.project not in [project_of(r) for r in writes(real_dialect.requests(seq))
+                                  if r["operation"] == "managed_scan"]
+    assert counts["changed"] == len(plan.projects_changed()) - (
+        0 if any(a.project == target.project and a.action != "set_managed_scans" for a in plan.actions) else 1)
+
+
+@pytest.mark.parametrize(("kind", "asked"), [("405", 1), ("501", 1), ("404", 2)])
+def test_on_the_real_dialect_without_get_of_a_project_the_wanted_scans_are_sent_as_before_and_said_once(
+        real_dialect, client, warehouse, caplog, kind, asked):
+    real_dialect.add_fault(operation="project_get", probability=1.0, kinds=[kind])
+    wanted = [p.name for p in client.items(client.list_projects) if sets_managed_scans(TAGS_AND_SCANS, p.name)]
+    seq = seq_of(real_dialect)
+
+    with caplog.at_level(logging.WARNING, logger="findings_provider.governance.project_settings"):
+        plan = plan_as_the_task_does(client, TAGS_AND_SCANS)
+
+    assert len(get_requests(real_dialect, seq)) == asked  # then not asked again in the task
+    unknown = [a for a in plan.actions if a.action == "set_managed_scans"]
+    assert sorted(a.project for a in unknown) == sorted(wanted)  # today's behaviour: planned writes
+    assert all(a.state_unknown for a in unknown)
+    assert plan.summary()["managed_scans_unknown"] == len(wanted)
+    assert any("(current state unknown: set as wanted)" in line for line in plan.lines())
+    warnings = [r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()]
+    assert len(warnings) == 1
+    assert f"managed scans of {len(wanted)} projects" in warnings[0]
+    seq = seq_of(real_dialect)
+
+    counts = apply_project_plan(client, plan, warehouse)
+
+    assert len(get_requests(real_dialect, seq)) == asked
+    assert counts == {"changed": len(plan.projects_changed()), "unchanged": 0, "skipped": 0}
+    assert sorted(project_of(r) for r in real_dialect.requests(seq) if r["operation"] == "managed_scan") == sorted(
+        wanted)
+    again = plan_as_the_task_does(client, TAGS_AND_SCANS)  # still unknown: the settings are planned each run
+    assert [a.action for a in again.actions] == ["set_managed_scans"] * len(wanted)
+
+
+def test_a_404_after_get_of_a_project_answered_is_that_project_only(real_dialect, client):
+    # the second and third projects asked: gone since the listing
+    real_dialect.add_fault(operation="project_get", schedule=["ok", "404", "404"])
+    wanted = sorted(p.name for p in client.items(client.list_projects) if sets_managed_scans(TAGS_AND_SCANS, p.name))
+    assert len(wanted) >= 4
+    seq = seq_of(real_dialect)
+
+    plan = plan_as_the_task_does(client, TAGS_AND_SCANS)
+
+    assert sorted(get_requests(real_dialect, seq)) == wanted  # the route answered: every project is asked
+    assert [a.project for a in plan.actions if a.state_unknown] == wanted[1:3]

@@ -414,3 +414,72 @@ def test_explicit_proposals_in_a_dry_run_are_not_sent_and_dry_run_must_be_a_bool
         ApplyPolicyChangesOperator(task_id="apply", proposals=proposals, dry_run="sometimes").execute({"ti": ti})
     assert fresh.requests() == []
     assert change_rows(warehouse) == set()
+
+
+# --- the policy API retired between the proposal and the apply ------------------------------------------------------
+
+
+def change_statuses(warehouse) -> dict[tuple[str, str], str]:
+    c = policy_changes.c
+    with warehouse.engine.connect() as conn:
+        return {(p, path): status for p, path, status in conn.execute(select(c.policy_id, c.rule_path, c.status))}
+
+
+def list_rules_as_in_list_and_propose(run_id: str) -> dict[str, Any]:
+    """The list task of :func:`list_and_propose` (same configuration), in a later run."""
+    return run_operator(ListPolicyRulesOperator(task_id="list_policy_rules", limit=7, alerts=ALERTS),
+                        FakeTaskInstance("policy_tuning", run_id))
+
+
+@pytest.mark.parametrize("sent_before", [0, 1], ids=["before-the-first-read", "after-the-first-write"])
+def test_a_policy_api_retired_during_the_apply_is_recorded_alerted_once_and_later_runs_skip(
+        fresh, client, warehouse, known_data, tmp_path, monkeypatch, sent_before):
+    modes, expected = known_data
+    assert len(expected) >= 2
+    SENT_ALERTS.clear()
+    ti = FakeTaskInstance("policy_tuning", "scheduled__1")
+    list_and_propose(ti, dry_run=False, report_dir=tmp_path)  # the plan's reads answer
+    answered(ti, "Approve")
+    original = FindingsClient.update_rule_mode
+    writes_seen: list[str] = []
+
+    def update_then_migrate(self: FindingsClient, policy_id: Any, path: str, mode: str) -> Any:
+        result = original(self, policy_id, path, mode)
+        writes_seen.append(path)
+        if len(writes_seen) == sent_before:
+            fresh.retire_policies()  # the deployment migrates right after this write
+        return result
+
+    monkeypatch.setattr(FindingsClient, "update_rule_mode", update_then_migrate)
+    if sent_before == 0:
+        fresh.retire_policies()  # between the proposal and the apply
+    try:
+        with pytest.raises(AirflowSkipException, match="retired its policy API") as skipped:
+            run_operator(ApplyPolicyChangesOperator(task_id="apply_policy_changes", alerts=ALERTS), ti)
+        assert not isinstance(skipped.value, AirflowFailException)
+        assert f"{sent_before} of {len(expected)} rule mode changes applied" in str(skipped.value)
+
+        statuses = change_statuses(warehouse)
+        assert sorted(statuses.values()) == sorted(["applied"] * sent_before
+                                                   + ["not_applied"] * (len(expected) - sent_before))
+        assert set(statuses) == set(expected)
+        applied = [key for key, status in statuses.items() if status == "applied"]
+        assert [path for _, path in applied] == writes_seen
+        (alert,) = SENT_ALERTS
+        assert "retired its policy API" in alert["subject"]
+        assert f"{sent_before} applied before it, {len(expected) - sent_before} not applied" in alert["body"]
+        record = pt.retired_record(warehouse)
+        assert record is not None
+        assert (record["status_code"], record["run_id"]) == (410, "scheduled__1")
+        assert len(record["during_apply"]["not_applied"]) == len(expected) - sent_before
+
+        fresh.clear_requests()
+        with pytest.raises(AirflowSkipException, match="not calling the policy API"):
+            list_rules_as_in_list_and_propose("scheduled__2")  # the next run skips at its first step
+        assert policy_requests(fresh) == []
+        assert len(SENT_ALERTS) == 1
+    finally:
+        fresh.retire_policies(False)
+    after = listed_modes(client)  # nothing but what was applied before the 410 changed in the service
+    assert {(p, path) for path, by in after.items() for p, mode in by.items() if modes[path][p] != mode} == set(
+        applied)

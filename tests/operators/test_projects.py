@@ -200,3 +200,29 @@ def test_apply_refuses_a_plan_over_the_cap_before_any_write(fresh, warehouse, pr
 def default_client_projects() -> list:
     with default_api() as api:
         return list(api.items(api.list_projects))
+
+
+def test_on_the_real_dialect_the_operators_read_the_managed_scans_and_the_second_run_plans_nothing(
+        emulator, warehouse, projects_file):
+    emulator.reset(dialect="real")  # its listing leaves managed_scan_config out
+    try:
+        with default_api() as api:
+            listed = list(api.items(api.list_projects))
+        assert all(p.managed_scan_config is None for p in listed)
+        ti = FakeTaskInstance(run_id="run-real-1")
+
+        first = plan(ti, projects_file)
+        applied = apply(ti, dry_run=False)
+
+        assert first["managed_scans_unknown"] == 0
+        assert 0 < first["set_managed_scans"] < len(listed)  # only the projects whose scans differ
+        assert applied["changed"] == first["projects_changed"]
+        ti2 = FakeTaskInstance(run_id="run-real-2")
+        seq = seq_of(emulator)
+        second = plan(ti2, projects_file)
+        again = apply(ti2, dry_run=False)
+        assert (second["actions"], again["changed"]) == (0, 0)
+        assert writes(emulator.requests(seq)) == []
+        assert len(ops(emulator, seq, "project_get")) == len(listed)  # the catch-all sets diff_scan for each
+    finally:
+        emulator.reset(dialect="reference")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, Literal
@@ -184,6 +185,23 @@ def set_sbom(settings: SbomSettings, emulator: Emulator = Depends(get_emulator))
     if settings.error_message is not None:
         jobs.error_message = settings.error_message
     return OrjsonResponse(jobs.settings())
+
+
+class PoliciesSwitch(BaseModel):
+    """Whether the deployment's policy API is retired (it migrated to the newer policy system)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retired: bool
+
+
+@router.post("/policies")
+def switch_policies(switch: PoliciesSwitch, emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
+    """Retire the policy API now (every policy endpoint answers ``410 Gone``, ``DEPLOYMENT_MIGRATED``), or bring it
+    back, without regenerating anything: a deployment that migrates while a client works. Stays until changed
+    (here or by a reset's ``retired_policies``)."""
+    emulator.config = dataclasses.replace(emulator.config, retired_policies=switch.retired)
+    return OrjsonResponse({"retired": emulator.config.retired_policies})
 
 
 @router.get("/stats")

@@ -294,6 +294,24 @@ def approval_markdown(proposals: Sequence[dict[str, Any]], report_path: str | No
 # --- applying -----------------------------------------------------------------------------------------------
 
 
+class PolicyApiRetiredDuringApply(Exception):
+    """The policy API answered ``410 Gone`` while approved changes were being applied (the deployment migrated
+    after the proposal). Every proposal is recorded in ``policy_changes`` by then: those sent before the 410 with
+    their status, the rest ``not_applied``. ``counts`` per status; ``applied`` and ``not_applied`` describe the
+    proposals (:func:`describe`); ``error`` is the 410."""
+
+    def __init__(self, error: PolicyApiRetiredError, counts: dict[str, int], applied: list[str],
+                 not_applied: list[str]) -> None:
+        self.error = error
+        self.counts = counts
+        self.applied = applied
+        self.not_applied = not_applied
+        super().__init__(
+            f"the policy API was retired while applying: {counts['applied']} rule mode changes applied before the "
+            f"410 Gone, {len(not_applied)} not applied ({error})"
+        )
+
+
 def apply_policy_changes(
     client: FindingsClient,
     warehouse: Warehouse,
@@ -306,17 +324,36 @@ def apply_policy_changes(
     Each policy's rules are read again first: a rule whose mode changed since the proposal (someone edited it)
     is skipped, so ``previous_mode`` is always the mode the change replaced. A rule already in the proposed
     mode (a retried task) is not sent again. Statuses: ``applied``, ``already_applied``, ``skipped``,
-    ``failed``. A retired policy API fails at once; other failures are recorded, the rest continue, and the
-    caller raises at the end.
+    ``failed``, ``not_applied``. Failures are recorded, the rest continue, and the caller raises at the end. A
+    retired policy API (410 Gone, on the read or on a write) stops at once: that proposal and every later one are
+    recorded ``not_applied`` and :class:`PolicyApiRetiredDuringApply` is raised with the counts.
     """
-    counts = {"applied": 0, "already_applied": 0, "skipped": 0, "failed": 0}
+    counts = {"applied": 0, "already_applied": 0, "skipped": 0, "failed": 0, "not_applied": 0}
     by_policy: dict[str, list[dict[str, Any]]] = {}
     response: dict[str, Any]
     for p in proposals:
         by_policy.setdefault(str(p["policy_id"]), []).append(p)
-    for policy_id, changes in sorted(by_policy.items()):
-        current = {r.path: r.policyMode for r in client.items(client.list_policy_rules, policy_id)}
-        for p in changes:
+    ordered = [(policy_id, p) for policy_id, changes in sorted(by_policy.items()) for p in changes]
+    applied: list[str] = []
+
+    def record(policy_id: str, p: dict[str, Any], status: str, response: dict[str, Any]) -> None:
+        warehouse.record_policy_change(
+            run_id=run_id,
+            policy_id=policy_id,
+            rule_path=p["rule_path"],
+            previous_mode=p["current_mode"],
+            new_mode=p["proposed_mode"],
+            status=status,
+            response=response,
+        )
+        counts[status] += 1
+
+    done = 0
+    current: dict[str | None, str | None] = {}
+    try:
+        for index, (policy_id, p) in enumerate(ordered):
+            if index == 0 or ordered[index - 1][0] != policy_id:
+                current = {r.path: r.policyMode for r in client.items(client.list_policy_rules, policy_id)}
             path, previous, new = p["rule_path"], p["current_mode"], p["proposed_mode"]
             now = current.get(path)
             if now == new:
@@ -343,16 +380,18 @@ def apply_policy_changes(
                     if result.updatedRule is not None:
                         warehouse.upsert_policy_rules(policy_rule_rows(policy_id, [model_json(result.updatedRule)]))
                     log.info("APPLIED %s", describe(p))
-            warehouse.record_policy_change(
-                run_id=run_id,
-                policy_id=policy_id,
-                rule_path=path,
-                previous_mode=previous,
-                new_mode=new,
-                status=status,
-                response=response,
-            )
-            counts[status] += 1
+                    applied.append(describe(p))
+            record(policy_id, p, status, response)
+            done = index + 1
+    except PolicyApiRetiredError as exc:
+        not_applied = []
+        for policy_id, p in ordered[done:]:
+            record(policy_id, p, "not_applied", {
+                "reason": "the policy API answered 410 Gone (DEPLOYMENT_MIGRATED) before this change was sent",
+                "error": str(exc), "status_code": exc.status_code})
+            not_applied.append(describe(p))
+            log.warning("NOT APPLIED %s: the policy API was retired", describe(p))
+        raise PolicyApiRetiredDuringApply(exc, dict(counts), applied, not_applied) from exc
     return counts
 
 
@@ -442,8 +481,10 @@ def record_retired(
     dag_id: str | None,
     run_id: str | None,
     now: datetime | None = None,
+    interrupted: PolicyApiRetiredDuringApply | None = None,
 ) -> dict[str, Any]:
-    """Store (replacing any earlier one) and return the record that the policy API answered 410 Gone."""
+    """Store (replacing any earlier one) and return the record that the policy API answered 410 Gone; with
+    ``interrupted`` (the 410 came while applying approved changes) also what was applied and what was not."""
     seen = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     record = {
         "seen_at": seen.isoformat(),
@@ -458,6 +499,9 @@ def record_retired(
         "configuration": configuration,
         "digest": configuration_digest(configuration),
     }
+    if interrupted is not None:
+        record["during_apply"] = {"applied": interrupted.applied, "not_applied": interrupted.not_applied,
+                                  "counts": interrupted.counts}
     warehouse.set_state(RETIRED_STATE, record)
     return record
 
@@ -485,11 +529,29 @@ def retired_message(record: dict[str, Any]) -> str:
     )
 
 
+def interrupted_message(record: dict[str, Any], limit: int = 20) -> str:
+    """What an apply that met the 410 did and did not do (empty when the 410 came elsewhere)."""
+    during = record.get("during_apply")
+    if not isinstance(during, dict):
+        return ""
+    lines = [f"The 410 came while approved rule mode changes were being applied: {len(during['applied'])} applied "
+             f"before it, {len(during['not_applied'])} not applied (policy_changes, status not_applied)."]
+    for title, items in (("Applied", during["applied"]), ("Not applied", during["not_applied"])):
+        if items:
+            lines.append(f"{title}:")
+            lines += [f"- {item}" for item in items[:limit]]
+            if len(items) > limit:
+                lines.append(f"- ... and {len(items) - limit} more")
+    return "\n".join(lines)
+
+
 def retired_alert(record: dict[str, Any], link: str | None = None) -> Alert:
     """The one ``policy_api_retired`` alert of a record."""
+    interrupted = interrupted_message(record)
     return Alert(
         "policy_api_retired",
         f"policy_tuning: the service retired its policy API for deployment {deployment_label(record)}",
-        retired_message(record) + f"\n\nThe service answered: {record.get('error') or '410 Gone'}",
+        retired_message(record) + (f"\n\n{interrupted}" if interrupted else "")
+        + f"\n\nThe service answered: {record.get('error') or '410 Gone'}",
         link,
     )

@@ -19,6 +19,15 @@ real service (api-notes "Projects"); a project whose primary branch changes gets
 PATCH. Right before the first write the projects are listed once more: each project's writes carry only what still
 differs from that listing (nothing: no request). The service's answers are stored in the warehouse's ``projects``
 table (the counted copy of a finding follows the primary branch at once).
+
+The real service's listing leaves ``managed_scan_config`` out (api-notes "Projects"). The managed scans of a listed
+project without it are read with ``GET .../projects/{name}`` (:class:`ManagedScanReader`), for the projects whose
+entry sets ``diff_scan`` or ``full_scan`` only (when planning) and for the projects whose plan sets them (when
+applying), so a second run plans nothing. A server that does not serve that GET (405, 501, or 404 for two listed
+projects before it ever answered one: a 404 alone cannot tell a route it lacks from a project deleted since the
+listing) is not asked again in the task: the managed scans of the projects left unread are planned and sent as
+they are wanted (the write sets a state, so sending it again changes nothing), marked ``current state unknown`` in
+the plan, and said once in the log.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from findings_provider.client.errors import DeploymentNotFoundError, NotFoundError
+from findings_provider.client.errors import DeploymentNotFoundError, FindingsApiError, NotFoundError
 from findings_provider.client.limits import PROJECTS_PAGE_SIZE
 from findings_provider.config.models import ConfigError
 
@@ -46,6 +55,11 @@ DriftKind = Literal["unmentioned", "unmanaged_tags"]
 DRIFT_KINDS: tuple[DriftKind, ...] = ("unmentioned", "unmanaged_tags")
 #: Drift lines copied into an XCom; the stored plan keeps them all.
 DRIFT_XCOM_ROWS = 20
+#: Statuses that say the server does not serve ``GET .../projects/{name}`` at all (Method Not Allowed, Not
+#: Implemented): no project's managed scans are read there.
+GET_PROJECT_NOT_SERVED = frozenset({405, 501})
+#: 404s for listed projects, before any answer, after which ``GET .../projects/{name}`` counts as not served.
+GET_PROJECT_404S_NOT_SERVED = 2
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,9 @@ class ProjectAction:
     full_scan: bool | None = None
     primary_branch: str | None = None
     previous: str | None = None
+    #: ``set_managed_scans`` only: the service did not say the project's managed scans (the listing leaves them out
+    #: and the project could not be read), so they are set as wanted whatever they are.
+    state_unknown: bool = False
 
     def describe(self) -> str:
         """One plan line, e.g. ``add_tags acme/payments-api: +pci +tier-1``."""
@@ -75,6 +92,8 @@ class ProjectAction:
             if self.full_scan is not None:
                 parts.append(f"full_scan={'on' if self.full_scan else 'off'}")
             detail = " ".join(parts)
+            if self.state_unknown:
+                detail += " (current state unknown: set as wanted)"
         return f"{self.action} {self.project}: {detail}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -142,6 +161,7 @@ class ProjectPlan:
             "projects_changed": len(self.projects_changed()),
             "actions": len(self.actions),
             **counts,
+            "managed_scans_unknown": sum(a.state_unknown for a in self.actions),
             "unmatched_patterns": len(self.unmatched_patterns),
             "drift": len(self.drift),
             **drift,
@@ -212,13 +232,94 @@ def plan_project_settings(projects: Iterable[Project], spec: ProjectsFile) -> Pr
             if want is not None and _enabled(project, which) is not want:
                 toggles[which] = want
         if toggles:
-            plan.actions.append(ProjectAction(name, "set_managed_scans", **toggles))
+            unknown = any(_enabled(project, which) is None for which in toggles)
+            plan.actions.append(ProjectAction(name, "set_managed_scans", **toggles, state_unknown=unknown))
         if desired.primary_branch is not None and project.primary_branch != desired.primary_branch:
             plan.actions.append(ProjectAction(name, "set_primary_branch", primary_branch=desired.primary_branch,
                                               previous=project.primary_branch or None))
     plan.actions.sort(key=lambda a: (a.project, _ORDER[a.action]))
     plan.unmatched_patterns = spec.patterns_without_match(list(by_name))
     return plan
+
+
+def sets_managed_scans(spec: ProjectsFile, name: str) -> bool:
+    """Whether the file's entry for project ``name`` sets ``diff_scan`` or ``full_scan``."""
+    desired = spec.desired(name)
+    return desired is not None and (desired.diff_scan is not None or desired.full_scan is not None)
+
+
+class ManagedScanReader:
+    """Reads the managed scans a listing leaves out (the real service's) with ``get_project``, one project at a
+    time, and stops asking once the server shows it does not serve that route (see the module's docstring)."""
+
+    def __init__(self, client: FindingsClient) -> None:
+        self._client = client
+        #: None until ``GET .../projects/{name}`` answered (True) or showed it is not served (False).
+        self.served: bool | None = None
+        self._misses = 0
+        self._why = ""
+        #: Projects whose managed scans stayed unknown.
+        self.unread: list[str] = []
+
+    def complete(self, projects: Iterable[Project], names: Iterable[str]) -> list[Project]:
+        """``projects``, those named in ``names`` that lack ``managed_scan_config`` with the one the service
+        answers for them (other fields as listed). Logs once when some stayed unknown."""
+        wanted = set(names)
+        out: list[Project] = []
+        asked = 0
+        for project in projects:
+            if project.name in wanted and project.managed_scan_config is None:
+                asked += 1
+                project = self._read(project)
+            out.append(project)
+        if asked:
+            log.info("read the managed scans of %d listed projects one by one (the listing leaves them out): %d "
+                     "unknown", asked, len(self.unread))
+        if self.unread:
+            log.warning(
+                "managed scans of %d projects could not be read (%s): their wanted managed-scan settings are sent "
+                "as they are each run (the write sets a state, so it changes nothing when they are set already); "
+                "first: %s", len(self.unread), self._why or "no managed_scan_config in the answer",
+                ", ".join(self.unread[:5]))
+        return out
+
+    def _unknown(self, project: Project) -> Project:
+        self.unread.append(project.name)
+        return project
+
+    def _read(self, project: Project) -> Project:
+        if self.served is False:
+            return self._unknown(project)
+        try:
+            answered = self._client.get_project(project.name)
+        except DeploymentNotFoundError:
+            raise
+        except NotFoundError as exc:
+            if not self.served:  # never answered: the route may be missing (or the project gone since listed)
+                self._misses += 1
+                if self._misses >= GET_PROJECT_404S_NOT_SERVED:
+                    self.served = False
+                    self._why = (f"GET of a project answered 404 for {self._misses} listed projects and never "
+                                 f"answered one: taken as not served ({exc.endpoint}, HTTP {exc.status_code})")
+            log.info("managed scans of %s unknown: %s", project.name, exc)
+            return self._unknown(project)
+        except FindingsApiError as exc:
+            if exc.status_code not in GET_PROJECT_NOT_SERVED:
+                raise
+            self.served = False
+            self._why = f"the server does not serve GET of a project: HTTP {exc.status_code}"
+            return self._unknown(project)
+        self.served = True
+        if answered.managed_scan_config is None:
+            return self._unknown(project)
+        return project.model_copy(update={"managed_scan_config": answered.managed_scan_config})
+
+
+def read_managed_scans(client: FindingsClient, projects: Iterable[Project], spec: ProjectsFile) -> list[Project]:
+    """The listed ``projects``, with the managed scans the listing leaves out read for those whose entry sets
+    ``diff_scan`` or ``full_scan`` (the others are not asked about)."""
+    listed = list(projects)
+    return ManagedScanReader(client).complete(listed, [p.name for p in listed if sets_managed_scans(spec, p.name)])
 
 
 @dataclass(frozen=True)
@@ -252,7 +353,7 @@ class ProjectWrites:
 def remaining_writes(project: Project, actions: Iterable[ProjectAction]) -> ProjectWrites:
     """What is left of ``actions`` for ``project`` as the service has it now: the planned tags to add that it
     lacks, the planned tags to remove that it carries, the managed scans that differ (or that it does not state:
-    the real service's listing leaves them out) and the primary branch when it differs."""
+    the listing leaves them out and they could not be read) and the primary branch when it differs."""
     add: list[str] = []
     remove: list[str] = []
     scans: dict[str, bool] = {}
@@ -304,8 +405,9 @@ def apply_project_plan(client: FindingsClient, plan: ProjectPlan, warehouse: War
                        page_size: int = PROJECTS_PAGE_SIZE.default) -> dict[str, int]:
     """Apply the plan with the fewest endpoints a server must serve (see the module's docstring).
 
-    Right before the first write the projects are listed once (``page_size`` a page); per project of the plan the
-    writes carry what still differs from that listing: tags as deltas (``add_project_tags``,
+    Right before the first write the projects are listed once (``page_size`` a page), and the managed scans the
+    listing leaves out are read (``get_project``) for the projects whose plan sets them; per project of the plan
+    the writes carry what still differs from that state: tags as deltas (``add_project_tags``,
     ``remove_project_tags``), the primary branch with the managed scans in one ``update_project``, or the managed
     scans alone through ``set_managed_scans``. A project no longer listed, or answered 404 (gone since), is
     skipped. The projects the service answered are stored in ``warehouse`` (when given), also when a later project
@@ -323,8 +425,10 @@ def apply_project_plan(client: FindingsClient, plan: ProjectPlan, warehouse: War
     counts = {"changed": 0, "unchanged": 0, "skipped": 0}
     if not by_project:
         return counts
-    fresh = {p.name: p for p in client.items(client.list_projects, page_size=page_size)}
-    log.info("listed %d projects right before applying the plan's %d", len(fresh), len(by_project))
+    listed = list(client.items(client.list_projects, page_size=page_size))
+    log.info("listed %d projects right before applying the plan's %d", len(listed), len(by_project))
+    scans = [name for name, actions in by_project.items() if any(a.action == "set_managed_scans" for a in actions)]
+    fresh = {p.name: p for p in ManagedScanReader(client).complete(listed, scans)}
     answered: dict[str, Project] = {}
     try:
         for name, actions in by_project.items():

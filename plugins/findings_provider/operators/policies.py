@@ -17,6 +17,28 @@ from findings_provider.pipeline import approval
 from findings_provider.values import as_bool
 
 PROPOSAL_STATE = "policy_tuning/proposal"
+#: XCom key under which the list task pushes the configuration it calls the policy API with (what a record of a
+#: retired policy API is keyed by), for the apply task to record a 410 it meets the same way.
+CONFIGURATION_KEY = "policy_api_configuration"
+
+
+def record_retired_and_alert(operator: FindingsBaseOperator, context: Any, warehouse: Any,
+                             exc: PolicyApiRetiredError, configuration: dict[str, Any], client: Any,
+                             alerts: AlertsConfig, interrupted: Any = None) -> dict[str, Any]:
+    """Record that the policy API answered 410 Gone (``policy_tuning/retired``), send the one
+    ``policy_api_retired`` alert, and return the record."""
+    from findings_provider.dashboard.links import dashboard_url
+    from findings_provider.governance import policy_tuning as pt
+
+    dag_id, run_id = run_identity(context)
+    record = pt.record_retired(warehouse, exc, configuration, deployment_id=client.deployment_id,
+                               deployment_slug=client.deployment_slug, dag_id=dag_id, run_id=run_id,
+                               interrupted=interrupted)
+    operator.log.warning("%s", exc)
+    delivery = deliver([pt.retired_alert(record, dashboard_url("policies"))], alerts, context=context,
+                       logger=operator.log)
+    operator.log.info("alert about the retired policy API: %s", delivery.as_dict())
+    return record
 
 
 class ListPolicyRulesOperator(FindingsBaseOperator):
@@ -44,7 +66,8 @@ class ListPolicyRulesOperator(FindingsBaseOperator):
     :param alerts: where the alert about a retired policy API goes (``alerts`` of pipeline.yaml; an
         ``AlertsConfig`` or its dict; None: it is logged as unrouted).
     :return: ``{"policy_ids": [...], "rules": n, "rules_per_policy": {id: n}}``; ``policy_ids`` is also pushed
-        under its own XCom key, so a downstream task can take ``task.output["policy_ids"]``.
+        under its own XCom key, so a downstream task can take ``task.output["policy_ids"]``, and the configuration
+        under ``policy_api_configuration`` (for :class:`ApplyPolicyChangesOperator` to record a 410 it meets).
     """
 
     lineage_reads = ("policies_list", "policy_rules")
@@ -83,21 +106,15 @@ class ListPolicyRulesOperator(FindingsBaseOperator):
             self.log.info("the policy API answered again: the record of its retirement is removed")
         self.log.info("pulled %d rules of %d policies: %s", sum(counts.values()), len(ids), counts)
         context["ti"].xcom_push(key="policy_ids", value=ids)
+        context["ti"].xcom_push(key=CONFIGURATION_KEY, value=configuration)
         return {"policy_ids": ids, "rules": sum(counts.values()), "rules_per_policy": counts}
 
     def _retired(self, context: Any, warehouse: Any, exc: PolicyApiRetiredError, configuration: dict[str, Any],
                  client: Any) -> NoReturn:
         """Record the retired policy API, alert once, and skip the task."""
-        from findings_provider.dashboard.links import dashboard_url
         from findings_provider.governance import policy_tuning as pt
 
-        dag_id, run_id = run_identity(context)
-        record = pt.record_retired(warehouse, exc, configuration, deployment_id=client.deployment_id,
-                                   deployment_slug=client.deployment_slug, dag_id=dag_id, run_id=run_id)
-        self.log.warning("%s", exc)
-        delivery = deliver([pt.retired_alert(record, dashboard_url("policies"))], self.alerts, context=context,
-                           logger=self.log)
-        self.log.info("alert about the retired policy API: %s", delivery.as_dict())
+        record = record_retired_and_alert(self, context, warehouse, exc, configuration, client, self.alerts)
         raise AirflowSkipException(pt.retired_message(record)) from exc
 
 
@@ -230,10 +247,20 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
     mode, status and the API's response, so it can be reverted. A rule whose mode changed since the proposal is
     skipped. Failures are recorded and fail the task at the end (a retry sends only what is still missing).
 
+    A policy API retired between the proposal and the apply (``410 Gone``, ``DEPLOYMENT_MIGRATED``, on the read of
+    the rules or on a write) is said once, as the list task says it: the changes sent before it stay recorded as
+    they were, every other proposal is recorded ``not_applied`` in ``policy_changes``, the retirement is recorded
+    (``policy_tuning/retired``, with what was and was not applied, under the list task's configuration so later
+    runs skip at its first step), one ``policy_api_retired`` alert lists both, and the task ends **skipped**.
+
     :param propose_task_id: task whose XCom carries ``proposal_key`` (a ``ProposePolicyChangesOperator``).
     :param proposals: explicit proposals (dicts with policy_id, rule_path, current_mode, proposed_mode, ...);
         they too apply only with this run's recorded approval.
     :param dry_run: log what would be applied and change nothing. Templated.
+    :param list_task_id: the :class:`ListPolicyRulesOperator` of the run, whose ``policy_api_configuration``
+        XCom keys the record of a retired policy API (None, or no such XCom: the connection with every policy).
+    :param alerts: where the alert about a policy API retired during the apply goes (``alerts`` of pipeline.yaml;
+        an ``AlertsConfig`` or its dict; None: it is logged as unrouted).
     """
 
     operator_extra_links = (RulesChangedLink(),)
@@ -248,12 +275,16 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
         propose_task_id: str | None = "propose_policy_changes",
         proposals: Any = None,
         dry_run: Any = False,
+        list_task_id: str | None = "list_policy_rules",
+        alerts: AlertsConfig | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.propose_task_id = propose_task_id
         self.proposals = proposals
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
+        self.list_task_id = list_task_id
+        self.alerts = alerts_config(alerts)
 
     def _load(self, context: Any, warehouse: Any) -> list[dict[str, Any]]:
         if self.proposals is not None:
@@ -268,7 +299,11 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
         return list(state["proposals"])
 
     def run(self, context: Any) -> dict[str, Any]:
-        from findings_provider.governance.policy_tuning import apply_policy_changes, describe
+        from findings_provider.governance.policy_tuning import (
+            PolicyApiRetiredDuringApply,
+            apply_policy_changes,
+            describe,
+        )
 
         warehouse = self.warehouse_hook.get_warehouse()
         proposals = self._load(context, warehouse)
@@ -290,7 +325,11 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
         problem = approval.missing_approval(record)
         if problem:
             raise approval.ApprovalError(f"not applying rule mode changes: {problem}")
-        counts = apply_policy_changes(self.api_hook.client, warehouse, proposals, run_id=run_id)
+        client = self.api_hook.client
+        try:
+            counts = apply_policy_changes(client, warehouse, proposals, run_id=run_id)
+        except PolicyApiRetiredDuringApply as exc:
+            self._retired(context, warehouse, exc, client, len(proposals))
         self.log.info("policy changes of %d proposals approved by %s: %s", len(proposals),
                       record["decision"]["by"], counts)
         if counts["failed"]:
@@ -299,3 +338,23 @@ class ApplyPolicyChangesOperator(FindingsBaseOperator):
                 "the log above); a retry applies only what is still missing"
             )
         return {"dry_run": False, "approved": True, "proposed": len(proposals), **counts}
+
+    def _retired(self, context: Any, warehouse: Any, exc: Any, client: Any, proposed: int) -> NoReturn:
+        """Record the policy API retired during the apply (with what was applied), alert once, skip the task."""
+        from findings_provider.governance import policy_tuning as pt
+
+        configuration = None
+        if self.list_task_id is not None:
+            configuration = context["ti"].xcom_pull(task_ids=self.list_task_id, key=CONFIGURATION_KEY)
+        if not isinstance(configuration, dict):  # no list task in this run: the connection with every policy
+            configuration = pt.retired_configuration(
+                findings_conn_id=self.findings_conn_id, base_url=client.base_url,
+                deployment_id=client.deployment_id, deployment_slug=client.deployment_slug, policy_ids=None,
+                limit=None)
+        record = record_retired_and_alert(self, context, warehouse, exc.error, configuration, client, self.alerts,
+                                          interrupted=exc)
+        raise AirflowSkipException(
+            f"{exc.counts['applied']} of {proposed} rule mode changes applied before the policy API answered "
+            f"410 Gone, {len(exc.not_applied)} not applied (policy_changes, status not_applied). "
+            + pt.retired_message(record)
+        ) from exc

@@ -17,7 +17,7 @@ PLAN_STATE = "project_settings/plan"
 
 def _compute_plan(operator: FindingsBaseOperator, projects_file: Any, page_size: int) -> Any:
     from findings_provider.config import ProjectsFile, load_yaml_model
-    from findings_provider.governance.project_settings import plan_project_settings
+    from findings_provider.governance.project_settings import plan_project_settings, read_managed_scans
     from findings_provider.warehouse.branches import store_projects
 
     if not projects_file or not str(projects_file).strip():
@@ -28,7 +28,8 @@ def _compute_plan(operator: FindingsBaseOperator, projects_file: Any, page_size:
     projects = list(client.items(client.list_projects, page_size=page_size))
     # the complete listing, kept as the extraction keeps it (the primary branches decide which copy counts)
     store_projects(operator.warehouse_hook.get_warehouse(), projects)
-    return plan_project_settings(projects, spec)
+    # the real service's listing leaves the managed scans out: read them for the projects whose entry sets them
+    return plan_project_settings(read_managed_scans(client, projects, spec), spec)
 
 
 def _print_plan(operator: FindingsBaseOperator, plan: Any) -> None:
@@ -50,11 +51,14 @@ class ProjectSettingsPlanOperator(FindingsBaseOperator):
     """Compare the projects' tags, managed scans and primary branches with ``projects.yaml`` and print the plan.
 
     Reads the file (an invalid one fails the task with file, line and reason), lists every project (stored in
-    the warehouse's ``projects``), and prints one line per action (``PLAN add_tags acme/api: +pci``,
-    ``PLAN set_primary_branch acme/api: master -> main``), then one per pattern that matches no project (reported
-    and skipped), then one per drifting project (``DRIFT unmentioned ...``, ``DRIFT unmanaged_tags ...``: reported,
-    never changed). The full plan is stored in the warehouse's ``pipeline_state``; the XCom carries counts, its
-    key, the first lines and the first drift lines. Changes nothing in the service.
+    the warehouse's ``projects``), reads the managed scans the listing leaves out (the real service's) with
+    ``get_project`` for the projects whose entry sets ``diff_scan`` or ``full_scan`` (a server that does not serve
+    that GET: their settings are planned as wanted, ``current state unknown``), and prints one line per action
+    (``PLAN add_tags acme/api: +pci``, ``PLAN set_primary_branch acme/api: master -> main``), then one per
+    pattern that matches no project (reported and skipped), then one per drifting project (``DRIFT unmentioned
+    ...``, ``DRIFT unmanaged_tags ...``: reported, never changed). The full plan is stored in the warehouse's
+    ``pipeline_state``; the XCom carries counts, its key, the first lines and the first drift lines. Changes
+    nothing in the service.
 
     :param projects_file: path of the projects file (templated; the DAG passes ``project_settings.file`` of
         pipeline.yaml, resolved beside it).
@@ -92,8 +96,9 @@ class ApplyProjectSettingsOperator(FindingsBaseOperator):
     The plan is the one stored by ``plan_task_id`` (a :class:`ProjectSettingsPlanOperator`), or, when that is
     None, computed here from ``projects_file``. It is printed one line per action before anything is applied.
     With ``dry_run`` nothing is applied. A plan that changes more than ``max_projects_changed`` projects is
-    refused before any write. Right before the first write the projects are listed again; each project's writes
-    carry only what still differs from that listing (nothing: no request); a project no longer there is skipped.
+    refused before any write. Right before the first write the projects are listed again (and the managed scans
+    the listing leaves out read with ``get_project`` for the projects whose plan sets them); each project's writes
+    carry only what still differs from that state (nothing: no request); a project no longer there is skipped.
     The projects the service answered are stored in the warehouse's ``projects``. XCom: ``changed`` (projects
     written to), ``unchanged`` (in shape when listed), ``skipped`` (gone), with the plan's counts.
 
