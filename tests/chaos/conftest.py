@@ -27,8 +27,8 @@ def _settle(request: pytest.FixtureRequest) -> Iterator[None]:
     """After a test of the module's ``fresh`` emulator, the requests it is still delaying are waited for (so they
     cannot land in the next test's request log)."""
     yield
-    if "fresh" in request.fixturenames:
-        settle(request.getfixturevalue("fresh"))
+    if "fresh" in request.fixturenames:  # fresh is torn down by now; the module's emulator it reset is not
+        settle(request.getfixturevalue("emulator"))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
