@@ -1,5 +1,5 @@
 """Findings as the service sends them, one of each issue type, as the warehouse's migration tests store them
-(``test_warehouse_alembic.py``, ``test_warehouse_migrate.py``, ``test_warehouse_fill.py``)."""
+(``test_versioning.py``, ``test_migrate.py``, ``test_warehouse_fill.py``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The helpers behind every suite's fixtures: a warehouse, an emulator, a client of it, the default connections.
+"""The helpers behind every suite's fixtures: a warehouse, an emulator, a client of it, the default connections;
+and the shared fixtures themselves (``emulator``, ``fresh``), which ``tests/conftest.py`` re-exports to every suite.
 
-Each suite's ``conftest.py`` only chooses sizes and scopes; how a warehouse or an emulator is made is written here
-once (``tests/test_one_source.py`` fails when a test module builds a warehouse itself). The emulator subprocess
-itself is ``findings_emulator.testing.EmulatorProcess``; the fake task context is ``task_context.py``.
+Each suite's ``conftest.py`` only chooses sizes and scopes (by overriding ``emulator_options``); how a warehouse or
+an emulator is made is written here once (``tests/test_one_source.py`` fails when a test module builds a warehouse
+itself or defines a shared fixture a second time). The emulator subprocess itself is
+``findings_emulator.testing.EmulatorProcess``; the fake task context is ``task_context.py``.
 """
 
 from __future__ import annotations
@@ -61,6 +63,35 @@ def running_emulator(*, default_connection: bool = False, **options: Any) -> Ite
         if default_connection:
             connect(mp, emulator=emu)
         yield emu
+
+
+# --- the shared fixtures (re-exported by tests/conftest.py) ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def emulator_options() -> dict[str, Any]:
+    """Which emulator a module's ``emulator`` is: :func:`running_emulator`'s options (``findings``, ``dialect``,
+    ``extra_args``, ``default_connection``...). The one fixture a suite's ``conftest.py`` (or a module) overrides to
+    choose its emulator; this default is a small one."""
+    return {"findings": 300}
+
+
+@pytest.fixture(scope="module")
+def emulator(request: pytest.FixtureRequest, emulator_options: dict[str, Any]) -> Iterator[EmulatorProcess]:
+    """One emulator subprocess per module, started with ``emulator_options``, stopped after the module.
+
+    A test parametrizes it indirectly for variants: ``@pytest.mark.parametrize("emulator", [{"dialect": "real"}],
+    indirect=True)`` adds those options (with ``scope="function"``, a new emulator for each test)."""
+    with running_emulator(**{**emulator_options, **getattr(request, "param", {})}) as emu:
+        yield emu
+
+
+@pytest.fixture
+def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
+    """The module's emulator with its data regenerated, its request log and faults cleared (for tests that change
+    the service's data or count its requests)."""
+    emulator.reset()
+    return emulator
 
 
 def client_of(emulator: EmulatorProcess, **options: Any) -> FindingsClient:

@@ -4,7 +4,8 @@ The vocabularies live in ``client/vocabulary.py``, the limits in ``client/limits
 ``names.py``; everything else imports them. These tests read the source (no imports, so a copy is found
 wherever it sits) and fail when a second literal copy appears: a collection of two or more words of one
 vocabulary, an API maximum written as a number, or a list of two or more DAG ids. The same holds for the tests'
-own helpers: a warehouse is built by ``tests/fixtures.py`` and the fake task instance is ``tests/task_context.py``'s.
+own helpers: a warehouse is built by ``tests/fixtures.py``, the fake task instance is ``tests/task_context.py``'s,
+and a shared fixture or helper (``emulator``, ``fresh``, ``stored``...) is defined once, where :data:`SHARED` says.
 """
 
 from __future__ import annotations
@@ -109,6 +110,20 @@ WAREHOUSE_BUILDERS = (TESTS / "fixtures.py", TESTS / "warehouse", TESTS / "chaos
                       TESTS / "chaos" / "test_postgres_faults.py")
 
 
+#: The fixtures and helpers every suite shares -> the one file that defines them. A suite chooses its emulator by
+#: overriding ``emulator_options`` (the one fixture meant to be defined again), never by defining ``emulator``.
+SHARED = {
+    **{name: TESTS / "fixtures.py" for name in ("emulator", "fresh")},
+    **{name: TESTS / "warehouse_rows.py" for name in ("stored", "stored_finding", "stored_findings")},
+}
+#: Second definitions allowed for now, with the reason.
+SHARED_EXCEPTIONS = {
+    # Owned by the project-settings work (another branch edits this module): its module-scoped emulator is the
+    # shared one's options ({"findings": 200}); it moves to ``emulator_options`` when that branch has landed.
+    (TESTS / "dags" / "test_governance_dags.py", "emulator"),
+}
+
+
 def _calls(scope: ast.AST) -> set[str]:
     """The names called in ``scope``'s own body (a function nested in it is a scope of its own)."""
     names: set[str] = set()
@@ -126,9 +141,10 @@ def _calls(scope: ast.AST) -> set[str]:
 
 def fixture_copies(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line what`` for each function (or module body) that builds a warehouse, calling ``make_engine`` and
-    ``create_all``, and each ``class FakeTaskInstance``."""
+    ``create_all``, each ``class FakeTaskInstance``, and each module-level definition of a :data:`SHARED` name."""
     tree = ast.parse(path.read_text(), str(path))
-    found = []
+    found = [f"{path.relative_to(root)}:{node.lineno} def {node.name} (shared)" for node in tree.body
+             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in SHARED]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "FakeTaskInstance":
             found.append(f"{path.relative_to(root)}:{node.lineno} class FakeTaskInstance")
@@ -140,6 +156,9 @@ def fixture_copies(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def _allowed(path: Path, copy: str) -> bool:
+    if copy.endswith(" (shared)"):
+        name = copy.split(" def ", 1)[1].removesuffix(" (shared)")
+        return path == SHARED[name] or (path, name) in SHARED_EXCEPTIONS
     if copy.endswith("class FakeTaskInstance"):
         return path == TASK_CONTEXT
     return any(path == place or place in path.parents for place in WAREHOUSE_BUILDERS)
@@ -148,8 +167,9 @@ def _allowed(path: Path, copy: str) -> bool:
 @pytest.mark.parametrize("path", python_files(TESTS), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_second_warehouse_builder_or_fake_task_instance(path):
     copies = [copy for copy in fixture_copies(path) if not _allowed(path, copy)]
-    assert not copies, ("use tests/fixtures.py (make_warehouse) and tests/task_context.py (FakeTaskInstance) "
-                        "instead:\n" + "\n".join(copies))
+    assert not copies, ("use tests/fixtures.py (make_warehouse, the shared fixtures: override emulator_options to "
+                        "choose an emulator), tests/warehouse_rows.py (stored) and tests/task_context.py "
+                        "(FakeTaskInstance) instead:\n" + "\n".join(copies))
 
 
 def test_the_checks_find_a_copy(tmp_path):
@@ -169,19 +189,27 @@ def test_the_checks_find_a_copy(tmp_path):
 
 
 def test_the_fixture_check_finds_a_copy(tmp_path):
-    """The fixture scanner: a warehouse built in a fixture or at module level, and a second fake task instance,
-    are found; a warehouse from the shared helper and an engine alone are not."""
+    """The fixture scanner: a warehouse built in a fixture or at module level, a second fake task instance and a
+    second definition of a shared fixture or helper are found; a warehouse from the shared helper, an engine alone,
+    a suite's ``emulator_options`` and a local variable named like a shared fixture are not."""
     copy = tmp_path / "copy.py"
     copy.write_text("@pytest.fixture\ndef warehouse(tmp_path):\n    store = Warehouse(make_engine(URL))\n"
                     "    store.create_all()\n    return store\n\n"
                     "ENGINE = make_engine(URL)\nWarehouse(ENGINE).create_all()\n\n"
-                    "class FakeTaskInstance:\n    pass\n")
+                    "class FakeTaskInstance:\n    pass\n\n"
+                    "@pytest.fixture(scope='module')\ndef emulator():\n    yield from start()\n\n"
+                    "def stored(warehouse, table):\n    return []\n")
     clean = tmp_path / "clean.py"
     clean.write_text("def warehouse(tmp_path):\n    return make_warehouse(tmp_path / 'w.db')\n\n"
-                     "def engine():\n    return make_engine(URL)\n")
+                     "def engine():\n    return make_engine(URL)\n\n"
+                     "@pytest.fixture(scope='module')\ndef emulator_options():\n    return {'findings': 5}\n\n"
+                     "def test_it(fresh):\n    stored = fresh.requests()\n")
     assert sorted(copy.split(" ", 1)[1] for copy in fixture_copies(copy, tmp_path)) == [
-        "class FakeTaskInstance", "module builds a warehouse", "warehouse builds a warehouse"]
+        "class FakeTaskInstance", "def emulator (shared)", "def stored (shared)", "module builds a warehouse",
+        "warehouse builds a warehouse"]
     assert fixture_copies(clean, tmp_path) == []
+    assert not _allowed(TESTS / "operators" / "conftest.py", "tests/operators/conftest.py:1 def emulator (shared)")
+    assert _allowed(TESTS / "fixtures.py", "tests/fixtures.py:1 def emulator (shared)")
 
 
 def _scan(path: Path) -> list[str]:

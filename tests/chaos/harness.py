@@ -67,12 +67,21 @@ def write_tally() -> Path | None:
 # --- emulator ground truth ---------------------------------------------------------------------------------------
 
 
+def emulator_settings(
+    findings: int = 300, *, seed: int = 7, token: str = TOKEN, extra_args: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The options of an emulator with few findings (several pages of 100), the distinctive :data:`TOKEN` and few
+    running scans that finish fast: the chaos suites' ``emulator_options`` (the shared ``emulator`` fixture of
+    ``tests/fixtures.py`` starts it; the faults are injected per test through its admin routes, so the emulator
+    itself is the ordinary one)."""
+    return {"findings": findings, "seed": seed, "token": token, "extra_args": ("--scan-duration", "1", *extra_args)}
+
+
 def start_emulator(
     findings: int = 300, *, seed: int = 7, token: str = TOKEN, extra_args: Iterable[str] = ()
 ) -> EmulatorProcess:
-    """An emulator with few findings (several pages of 100) and few running scans that finish fast."""
-    return EmulatorProcess(findings=findings, seed=seed, token=token,
-                           extra_args=("--scan-duration", "1", *extra_args))
+    """The emulator of :func:`emulator_settings`, for a fixture that starts one beside a DAG stack."""
+    return EmulatorProcess(**emulator_settings(findings, seed=seed, token=token, extra_args=extra_args))
 
 
 def fetch_findings(emu: EmulatorProcess, issue_type: str, **params: Any) -> dict[int, dict[str, Any]]:

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 from findings_emulator.testing import EmulatorProcess
-from fixtures import running_emulator
 
 from .emulator_helpers import DIALECTS, FINDINGS, NO_WEB_API_TOKEN
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    """A running emulator with 3000 findings and a token lacking Web API access."""
-    with running_emulator(findings=FINDINGS, extra_args=("--no-web-api-token", NO_WEB_API_TOKEN)) as emu:
-        yield emu
+def emulator_options() -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) here: 3000 findings and a token lacking Web API access."""
+    return {"findings": FINDINGS, "extra_args": ("--no-web-api-token", NO_WEB_API_TOKEN)}
 
 
 @pytest.fixture(scope="module")
@@ -24,13 +23,6 @@ def api(emulator: EmulatorProcess) -> Iterator[httpx.Client]:
     """An httpx client for the API, token set."""
     with emulator.client(timeout=30.0) as client:
         yield client
-
-
-@pytest.fixture
-def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
-    """The module's emulator with its data regenerated (for tests that change findings)."""
-    emulator.reset()
-    return emulator
 
 
 @pytest.fixture(params=DIALECTS)

@@ -1,4 +1,5 @@
-"""Fixtures of the governance tests: a real SQLite warehouse per test, a real emulator subprocess per session.
+"""Fixtures of the governance tests: a real SQLite warehouse per test, a real emulator subprocess per module (reset
+before each test).
 
 Operators run with their connections given as ``AIRFLOW_CONN_*`` environment variables, like in production.
 """
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from findings_provider.client import FindingsClient
 from findings_provider.warehouse import Warehouse
-from fixtures import client_of, connect, make_warehouse, running_emulator
+from fixtures import client_of, connect, make_warehouse
 
 
 @pytest.fixture
@@ -28,18 +29,19 @@ def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
     wh.engine.dispose()
 
 
-@pytest.fixture(scope="session")
-def emulator_process() -> Iterator[Any]:
-    """One emulator subprocess for the governance tests (seed 42: 12 projects, 2 policies, 300 dependencies)."""
-    with running_emulator(findings=200) as emu:
-        yield emu
+@pytest.fixture(scope="module")
+def emulator_options() -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) here: seed 42, 200 findings (12 projects, 2 policies, 300
+    dependencies)."""
+    return {"findings": 200}
 
 
-@pytest.fixture
-def emulator(emulator_process: Any) -> Any:
-    """The emulator with freshly generated data, no faults, and an empty request log."""
-    emulator_process.reset(retired_policies=False)  # overrides of a reset stay until changed
-    return emulator_process
+@pytest.fixture(autouse=True)
+def _fresh_emulator(request: pytest.FixtureRequest) -> None:
+    """A governance test that uses the emulator gets it with freshly generated data, no faults, and an empty
+    request log."""
+    if "emulator" in request.fixturenames:
+        request.getfixturevalue("emulator").reset(retired_policies=False)  # overrides of a reset stay until changed
 
 
 @pytest.fixture

@@ -37,7 +37,6 @@ from fixtures import (
     acting_in_the_window,
     client_of,
     make_warehouse,
-    running_emulator,
     service_state,
     warehouse_state,
 )
@@ -58,10 +57,10 @@ FAULT_DAY = 0  # the first day: the one with the most to write
 FIRST_DAY = datetime(2026, 11, 23, 0, 5, tzinfo=timezone.utc)
 
 
-@pytest.fixture(params=["reference", "real"])
-def emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorProcess]:
-    with running_emulator(findings=500, dialect=request.param) as emu:
-        yield emu
+@pytest.fixture(scope="module")
+def emulator_options() -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) here: 500 findings; each test names its dialect."""
+    return {"findings": 500}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -178,6 +177,8 @@ def run_day(client: FindingsClient, warehouse: Warehouse, people: People, emulat
     return out
 
 
+@pytest.mark.parametrize("emulator", [{"dialect": "reference"}, {"dialect": "real"}], indirect=True,
+                         ids=["reference", "real"], scope="function")  # a new emulator for each test
 def test_every_day_ends_exact(emulator: EmulatorProcess, warehouse: Warehouse,
                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ticket_send, "RESEND_DELAYS", (0.0, 0.0))

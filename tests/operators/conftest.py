@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_emulator.testing import EmulatorProcess
 from findings_provider.warehouse import Warehouse
-from fixtures import connect, make_warehouse, running_emulator
+from fixtures import connect, make_warehouse
 from task_context import make_context
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    """One emulator per module with 400 findings, named by the default API connection."""
-    with running_emulator(findings=400, default_connection=True) as emu:
-        yield emu
-
-
-@pytest.fixture
-def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
-    emulator.reset()
-    return emulator
+def emulator_options() -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) here: one per module with 400 findings, named by the default
+    API connection."""
+    return {"findings": 400, "default_connection": True}
 
 
 @pytest.fixture

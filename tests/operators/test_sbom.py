@@ -11,8 +11,8 @@ from findings_provider.operators.sbom import SbomExportOperator
 from findings_provider.triggers.sbom import SbomExportTrigger
 from findings_provider.warehouse import dependency_repository_rows
 from findings_provider.warehouse.schema import sbom_components, sboms
-from sqlalchemy import select
 from task_context import FakeTaskInstance, make_context, run_operator
+from warehouse_rows import stored
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +27,6 @@ def repository_ids(emulator) -> list[int]:
 def op(**kwargs) -> SbomExportOperator:
     return SbomExportOperator(task_id="export_sboms", **{"poll_interval": 0.05, "max_poll_interval": 0.2,
                                                          "deferrable": False, **kwargs})
-
-
-def stored(warehouse, table, *columns) -> list[tuple]:
-    with warehouse.engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(select(*(table.c[c] for c in columns)).order_by(table.c.id))]
 
 
 def test_exports_wait_several_polls_a_failed_one_is_recorded_and_downloads_carry_no_token(fresh, warehouse):

@@ -22,19 +22,19 @@ CONFIG = load_pipeline_config()
 TRIAGE_POLICY = CONFIG.autotriage_triage.policies[0]
 TICKET_POLICIES = CONFIG.ticket_creation.policies
 def test_after_a_triage_run_the_warehouse_equals_the_service_for_what_it_wrote(
-    fresh_emulator, emulator_client, warehouse, monkeypatch
+    fresh, emulator_client, warehouse, monkeypatch
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
-    acted = acting_in_the_window(monkeypatch, emulator_client, "bulk_triage", fresh_emulator, [
+    acted = acting_in_the_window(monkeypatch, emulator_client, "bulk_triage", fresh, [
         {"status": "reviewing"}, {"ticket": "create"}, {"triage_state": "reopened"}])
     plans = triage.plan_triage(warehouse, [TRIAGE_POLICY], chunk_size=40)
     ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="autotriage_triage", run_id="r1")
-    seq = seq_of(fresh_emulator)
+    seq = seq_of(fresh)
 
     counts = triage.execute_plan(emulator_client, warehouse, ids, [TRIAGE_POLICY])
 
     assert len(acted) == 3
-    sent = ops(fresh_emulator, seq, "triage")
+    sent = ops(fresh, seq, "triage")
     assert counts["requests"] == len(sent) > 1  # several requests of one policy
     with warehouse.engine.connect() as conn:  # each request's ids and the twins the service triaged with them
         recorded = conn.execute(select(triage_actions.c.issue_ids, triage_actions.c.response).where(
@@ -55,17 +55,17 @@ def test_after_a_triage_run_the_warehouse_equals_the_service_for_what_it_wrote(
 
 
 def test_after_a_ticket_run_the_warehouse_equals_the_service_for_what_it_named(
-    fresh_emulator, emulator_client, warehouse, monkeypatch
+    fresh, emulator_client, warehouse, monkeypatch
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
-    acted = acting_in_the_window(monkeypatch, emulator_client, "create_tickets", fresh_emulator, [
+    acted = acting_in_the_window(monkeypatch, emulator_client, "create_tickets", fresh, [
         {"triage_state": "ignored", "triage_reason": "acceptable_risk"}, {"status": "reviewing"}])
-    seq = seq_of(fresh_emulator)
+    seq = seq_of(fresh)
 
     out = tickets.run_tickets(emulator_client, warehouse, TICKET_POLICIES, tickets_per_call=5, run_id="t1")
 
     assert len(acted) == 2
-    sent = ops(fresh_emulator, seq, "tickets")
+    sent = ops(fresh, seq, "tickets")
     assert out["requests"] == len(sent) > 1
     for issue_type in ("sast", "sca"):
         named = {int(i) for r in sent if r["body"]["issue_type"] == issue_type for i in r["body"]["issue_ids"]}

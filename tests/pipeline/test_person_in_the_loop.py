@@ -16,6 +16,7 @@ from findings_provider.pipeline.approval import ApprovalError
 from findings_provider.warehouse.schema import dropped_findings, findings, triage_actions
 from present import present
 from sqlalchemy import select
+from warehouse_rows import stored_finding
 
 pytestmark = pytest.mark.integration
 CONFIG = load_pipeline_config()
@@ -30,12 +31,6 @@ def service(client, issue_type):
 def drops(warehouse):
     with warehouse.engine.connect() as conn:
         return {r.finding_id: r.reason for r in conn.execute(select(dropped_findings))}
-
-
-def stored(warehouse, issue_type, finding_id):
-    with warehouse.engine.connect() as conn:
-        return conn.execute(select(findings).where(findings.c.issue_type == issue_type,
-                                                   findings.c.id == finding_id)).one()
 
 
 def sent_ids(emulator, operation, since):
@@ -62,22 +57,22 @@ def twins_free(client, warehouse, candidates, count):
     return [i for i in candidates if fingerprint[i] not in shared][:count]
 
 
-def test_triage_never_overrides_what_a_person_did_after_the_extraction(fresh_emulator, emulator_client, warehouse):
+def test_triage_never_overrides_what_a_person_did_after_the_extraction(fresh, emulator_client, warehouse):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     (plan,) = triage.plan_triage(warehouse, [TRIAGE_POLICY])
     candidates = [f.id for f in plan.selected]
     reviewing, ignored, reopened, ticketed = twins_free(emulator_client, warehouse, candidates, 4)
-    fresh_emulator.person_acts(reviewing, triage_state="reviewing")
-    fresh_emulator.person_acts(ignored, triage_state="ignored", triage_reason="acceptable_risk")
-    fresh_emulator.person_acts(reopened, triage_state="reopened")
-    fresh_emulator.person_acts(ticketed, ticket="create")
+    fresh.person_acts(reviewing, triage_state="reviewing")
+    fresh.person_acts(ignored, triage_state="ignored", triage_reason="acceptable_risk")
+    fresh.person_acts(reopened, triage_state="reopened")
+    fresh.person_acts(ticketed, ticket="create")
     touched = {reviewing, ignored, reopened, ticketed}
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
 
     _, counts = triage_run(emulator_client, warehouse, "r1")
 
-    reread = [r for r in fresh_emulator.requests(seq) if r["operation"] == "findings"]
-    sent = sent_ids(fresh_emulator, "triage", seq)
+    reread = [r for r in fresh.requests(seq) if r["operation"] == "findings"]
+    sent = sent_ids(fresh, "triage", seq)
     assert touched.isdisjoint(sent)
     assert sorted(sent) == sorted(set(candidates) - touched)
     now = service(emulator_client, "sast")
@@ -93,8 +88,8 @@ def test_triage_never_overrides_what_a_person_did_after_the_extraction(fresh_emu
     assert "external_ticket_id None ->" in reasons[ticketed]
     assert all(r.startswith("changed in the service since the last extraction") for r in reasons.values())
     # what the person did is in the warehouse now, without waiting for the next extraction
-    assert stored(warehouse, "sast", reviewing).status == "reviewing"
-    assert stored(warehouse, "sast", ticketed).external_ticket_id is not None
+    assert stored_finding(warehouse, "sast", reviewing).status == "reviewing"
+    assert stored_finding(warehouse, "sast", ticketed).external_ticket_id is not None
     # the re-reads' cost: before the write at most ceil(candidates / 3000) + 1 requests for the policy, after it
     # (what it wrote read back) as many again at most
     assert len(reread) == counts["reread_requests"] + counts["settle_requests"]
@@ -103,7 +98,7 @@ def test_triage_never_overrides_what_a_person_did_after_the_extraction(fresh_emu
 
 
 def test_a_finding_a_person_reopened_is_not_triaged_again_until_reintroduced(
-    fresh_emulator, emulator_client, warehouse
+    fresh, emulator_client, warehouse
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     (plan,) = triage.plan_triage(warehouse, [TRIAGE_POLICY])
@@ -111,26 +106,26 @@ def test_a_finding_a_person_reopened_is_not_triaged_again_until_reintroduced(
     triage_run(emulator_client, warehouse, "r1")
     assert service(emulator_client, "sast")[first].status == "ignored"
 
-    fresh_emulator.person_acts(first, triage_state="reopened")  # the UI's "reopen"
-    fresh_emulator.person_acts(second, status="open")  # open again, triage state left as it was
+    fresh.person_acts(first, triage_state="reopened")  # the UI's "reopen"
+    fresh.person_acts(second, status="open")  # open again, triage state left as it was
     extraction.run_extraction(emulator_client, warehouse, ["sast"], full_refresh=True)
-    assert stored(warehouse, "sast", first).status == stored(warehouse, "sast", second).status == "open"
-    seq = last_seq(fresh_emulator)
+    assert stored_finding(warehouse, "sast", first).status == stored_finding(warehouse, "sast", second).status == "open"
+    seq = last_seq(fresh)
     plans, _ = triage_run(emulator_client, warehouse, "r2")
     assert plans[0].held_back == 2
-    assert {first, second}.isdisjoint(sent_ids(fresh_emulator, "triage", seq))
+    assert {first, second}.isdisjoint(sent_ids(fresh, "triage", seq))
     now = service(emulator_client, "sast")
     assert (now[first].status, now[second].status, now[bystander].status) == ("open", "open", "ignored")
 
-    fresh_emulator.person_acts(first, reintroduce=True)  # a scan finds it again: new work
+    fresh.person_acts(first, reintroduce=True)  # a scan finds it again: new work
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     triage_run(emulator_client, warehouse, "r3")
-    assert sent_ids(fresh_emulator, "triage", seq) == [first]
+    assert sent_ids(fresh, "triage", seq) == [first]
     assert service(emulator_client, "sast")[first].status == "ignored"
 
 
-def test_a_twin_a_person_triaged_keeps_its_group_out_of_the_request(fresh_emulator, emulator_client, warehouse):
+def test_a_twin_a_person_triaged_keeps_its_group_out_of_the_request(fresh, emulator_client, warehouse):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     with warehouse.engine.connect() as conn:
         rows = conn.execute(select(findings.c.id, findings.c.match_based_id, findings.c.status)
@@ -143,10 +138,10 @@ def test_a_twin_a_person_triaged_keeps_its_group_out_of_the_request(fresh_emulat
     # two candidates that are twins: the person triages one; the service would triage it again with the other
     candidate, twin = next([m.id for m in members if m.id in candidates][:2] for members in by_fp.values()
                            if len([m for m in members if m.id in candidates]) >= 2)
-    fresh_emulator.person_acts(twin, triage_state="reviewing")
-    seq = last_seq(fresh_emulator)
+    fresh.person_acts(twin, triage_state="reviewing")
+    seq = last_seq(fresh)
     triage_run(emulator_client, warehouse, "r1")
-    sent = sent_ids(fresh_emulator, "triage", seq)
+    sent = sent_ids(fresh, "triage", seq)
     assert candidate not in sent
     assert twin not in sent
     assert service(emulator_client, "sast")[twin].status == "reviewing"
@@ -154,18 +149,18 @@ def test_a_twin_a_person_triaged_keeps_its_group_out_of_the_request(fresh_emulat
 
 
 def test_tickets_leave_alone_what_a_person_did_and_a_closed_ticket_stays_closed(
-    fresh_emulator, emulator_client, warehouse
+    fresh, emulator_client, warehouse
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
     (code, supply) = ticket_plan.plan_policies(warehouse, TICKET_POLICIES)  # the secrets policy is disabled
     ticketed_by_person, ignored_by_person = [f.id for f in code.selected[:2]]
-    fresh_emulator.person_acts(ticketed_by_person, ticket="create")
-    fresh_emulator.person_acts(ignored_by_person, triage_state="ignored", triage_reason="acceptable_risk")
-    seq = last_seq(fresh_emulator)
+    fresh.person_acts(ticketed_by_person, ticket="create")
+    fresh.person_acts(ignored_by_person, triage_state="ignored", triage_reason="acceptable_risk")
+    seq = last_seq(fresh)
 
     out = tickets.run_tickets(emulator_client, warehouse, TICKET_POLICIES, run_id="t1")
 
-    sent = sent_ids(fresh_emulator, "tickets", seq)
+    sent = sent_ids(fresh, "tickets", seq)
     expected = {f.id for f in code.selected[2:]} | {f.id for f in supply.selected}
     assert sorted(sent) == sorted(expected)
     assert out["dropped"] == 2
@@ -174,27 +169,27 @@ def test_tickets_leave_alone_what_a_person_did_and_a_closed_ticket_stays_closed(
     assert present(ticket_outcomes.ticket_of(now[ticketed_by_person]))["externalSlug"].startswith("PERSON-")
 
     closed = code.selected[2].id
-    fresh_emulator.person_acts(closed, ticket="remove")  # a person closes the ticket we created
+    fresh.person_acts(closed, ticket="remove")  # a person closes the ticket we created
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"], full_refresh=True)
-    assert stored(warehouse, "sast", closed).external_ticket_id is None
-    seq = last_seq(fresh_emulator)
+    assert stored_finding(warehouse, "sast", closed).external_ticket_id is None
+    seq = last_seq(fresh)
     tickets.run_tickets(emulator_client, warehouse, TICKET_POLICIES, run_id="t2")
-    assert closed not in sent_ids(fresh_emulator, "tickets", seq)
+    assert closed not in sent_ids(fresh, "tickets", seq)
 
-    fresh_emulator.person_acts(closed, reintroduce=True)  # a scan finds it again: new work
+    fresh.person_acts(closed, reintroduce=True)  # a scan finds it again: new work
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     tickets.run_tickets(emulator_client, warehouse, TICKET_POLICIES, run_id="t3")
-    assert sent_ids(fresh_emulator, "tickets", seq) == [closed]
+    assert sent_ids(fresh, "tickets", seq) == [closed]
 
 
-def test_caps_stop_a_run_without_approval_and_a_param_only_lowers_them(fresh_emulator, emulator_client, warehouse):
+def test_caps_stop_a_run_without_approval_and_a_param_only_lowers_them(fresh, emulator_client, warehouse):
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
     small = [p.model_copy(update={"max_tickets": 1}) for p in TICKET_POLICIES]
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     with pytest.raises(ApprovalError, match=r"policy code-true-positives plans \d+ tickets, above its cap of 1"):
         tickets.run_tickets(emulator_client, warehouse, small, run_id="c1")
-    assert sent_ids(fresh_emulator, "tickets", seq) == []
+    assert sent_ids(fresh, "tickets", seq) == []
 
     # the plan step records that a person must approve; the write refuses until one has
     plans = ticket_plan.plan_policies(warehouse, small)
@@ -206,7 +201,7 @@ def test_caps_stop_a_run_without_approval_and_a_param_only_lowers_them(fresh_emu
     approval.record_decision(warehouse, approval.TICKETS, "c2", approved=False, by="alice")
     with pytest.raises(ApprovalError, match=r"a person \(alice\) rejected this plan"):
         tickets.run_tickets(emulator_client, warehouse, small, run_id="c2")
-    assert sent_ids(fresh_emulator, "tickets", seq) == []
+    assert sent_ids(fresh, "tickets", seq) == []
     approval.record_decision(warehouse, approval.TICKETS, "c2", approved=True, by="alice")
     out = tickets.run_tickets(emulator_client, warehouse, small, run_id="c2")
     assert out["tickets"] == sum(p.tickets for p in plans) > 2
@@ -219,7 +214,7 @@ def test_caps_stop_a_run_without_approval_and_a_param_only_lowers_them(fresh_emu
     assert present(plan.cap).value == TRIAGE_POLICY.max_findings == 5000
 
 
-def test_a_plan_needing_approval_is_not_sent_without_one(fresh_emulator, emulator_client, warehouse):
+def test_a_plan_needing_approval_is_not_sent_without_one(fresh, emulator_client, warehouse):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     capped = TRIAGE_POLICY.model_copy(update={"max_findings": 1})
     plans = triage.plan_triage(warehouse, [capped])
@@ -230,8 +225,8 @@ def test_a_plan_needing_approval_is_not_sent_without_one(fresh_emulator, emulato
     assert "none is recorded" in present(approval.missing_approval(record))
     approval.record_decision(warehouse, approval.TRIAGE, "a1", approved=True, by="bob")
     assert approval.missing_approval(approval.get_plan(warehouse, approval.TRIAGE, "a1")) is None
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     triage.execute_plan(emulator_client, warehouse, ids, [capped])
-    assert sorted(sent_ids(fresh_emulator, "triage", seq)) == sorted(f.id for f in plans[0].selected)
+    assert sorted(sent_ids(fresh, "triage", seq)) == sorted(f.id for f in plans[0].selected)
     with warehouse.engine.connect() as conn:
         assert {r.status for r in conn.execute(select(triage_actions))} == {"succeeded"}

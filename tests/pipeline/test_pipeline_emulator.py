@@ -17,6 +17,7 @@ from findings_provider.pipeline import extraction, scans, ticket_outcomes, ticke
 from findings_provider.warehouse.schema import findings, ticket_actions, triage_actions
 from present import present
 from sqlalchemy import func, select
+from warehouse_rows import stored_findings
 
 pytestmark = pytest.mark.integration
 CONFIG = load_pipeline_config()
@@ -26,11 +27,6 @@ def api_findings(client, issue_type, **filters):
     if issue_type == "secrets":
         return {f.id: f for f in client.items(client.list_secrets)}
     return {f.id: f for f in client.items(client.list_findings, issue_type, page_size=3000, **filters)}
-
-
-def stored(warehouse, issue_type):
-    with warehouse.engine.connect() as conn:
-        return {r.id: r for r in conn.execute(select(findings).where(findings.c.issue_type == issue_type))}
 
 
 def requests_of(emulator, operation, since=None):
@@ -45,13 +41,13 @@ def last_seq(emulator):
 # --- extraction ------------------------------------------------------------------------------------------------
 
 
-def test_extraction_is_complete_idempotent_and_incremental(fresh_emulator, emulator_client, warehouse) -> None:
+def test_extraction_is_complete_idempotent_and_incremental(fresh, emulator_client, warehouse) -> None:
     types = list(ISSUE_TYPES)  # a new issue type fails here until the emulator serves it
     first = extraction.run_extraction(emulator_client, warehouse, types)
-    counts = fresh_emulator.stats()["counts"]["findings"]
+    counts = fresh.stats()["counts"]["findings"]
     for issue_type in types:
         truth = api_findings(emulator_client, issue_type)
-        rows = stored(warehouse, issue_type)
+        rows = stored_findings(warehouse, issue_type)
         assert len(rows) == len(truth) == counts[issue_type] > 0
         for finding_id, model in truth.items():
             row = rows[finding_id]
@@ -63,16 +59,16 @@ def test_extraction_is_complete_idempotent_and_incremental(fresh_emulator, emula
                 assert row.autotriage_verdict == model.autotriage_verdict
         assert warehouse.get_state(extraction.watermark_key(issue_type)) is not None
     assert first["written"] == sum(counts.values())
-    findings_requests = requests_of(fresh_emulator, "findings")
+    findings_requests = requests_of(fresh, "findings")
     assert all(r["query"]["page_size"] == ["3000"] for r in findings_requests)
     assert all("since" not in r["query"] for r in findings_requests)
 
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     second = extraction.run_extraction(emulator_client, warehouse, types)
     assert second["written"] == 0
     with warehouse.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(findings)).scalar_one() == sum(counts.values())
-    incremental = requests_of(fresh_emulator, "findings", seq)
+    incremental = requests_of(fresh, "findings", seq)
     assert {r["query"]["issue_type"][0] for r in incremental} == set(OFFSET_TYPES)
     assert all("since" in r["query"] for r in incremental)
     for issue_type in ("sast", "sca"):
@@ -81,19 +77,19 @@ def test_extraction_is_complete_idempotent_and_incremental(fresh_emulator, emula
         assert 0 < pulled["unique"] < counts[issue_type] / 2  # only the overlap window, not everything again
 
 
-def test_full_refresh_reconciles_a_triage_made_elsewhere(fresh_emulator, emulator_client, warehouse) -> None:
+def test_full_refresh_reconciles_a_triage_made_elsewhere(fresh, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     mark = present(parse_timestamp(warehouse.get_state(extraction.watermark_key("sast"))))
-    older = [r for r in stored(warehouse, "sast").values()
+    older = [r for r in stored_findings(warehouse, "sast").values()
              if r.status == "open" and r.relevant_since < mark - timedelta(hours=3)]
     target = older[0].id
     emulator_client.bulk_triage(issue_type="sast", issue_ids=[target], new_triage_state="reviewing")
 
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
-    assert stored(warehouse, "sast")[target].status == "open"  # not visible through since
+    assert stored_findings(warehouse, "sast")[target].status == "open"  # not visible through since
 
     result = extraction.run_extraction(emulator_client, warehouse, ["sast"], full_refresh=True)
-    row = stored(warehouse, "sast")[target]
+    row = stored_findings(warehouse, "sast")[target]
     assert (row.status, row.triage_state) == ("reviewing", "reviewing")
     assert result["issue_types"]["sast"]["written"] >= 1
 
@@ -101,18 +97,18 @@ def test_full_refresh_reconciles_a_triage_made_elsewhere(fresh_emulator, emulato
 # --- triage ----------------------------------------------------------------------------------------------------
 
 
-def test_triage_touches_exactly_the_open_code_false_positives(fresh_emulator, emulator_client, warehouse) -> None:
+def test_triage_touches_exactly_the_open_code_false_positives(fresh, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
     before = {t: {i: f.status for i, f in api_findings(emulator_client, t).items()} for t in ("sast", "sca")}
     expected = set(api_findings(emulator_client, "sast", status="open", autotriage_verdict="false_positive"))
     assert expected
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
 
     plans = triage.plan_triage(warehouse, CONFIG.autotriage_triage.policies, chunk_size=40)
     action_ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="autotriage_triage", run_id="r1")
     counts = triage.execute_plan(emulator_client, warehouse, action_ids, CONFIG.autotriage_triage.policies)
 
-    sent = requests_of(fresh_emulator, "triage", seq)
+    sent = requests_of(fresh, "triage", seq)
     assert len(sent) == math.ceil(len(expected) / 40) == len(action_ids)
     sent_ids = [i for r in sent for i in r["body"]["issue_ids"]]
     assert sorted(sent_ids) == sorted(expected)
@@ -132,17 +128,17 @@ def test_triage_touches_exactly_the_open_code_false_positives(fresh_emulator, em
         else:
             assert f.status == before["sast"][finding_id]
     assert {i: f.status for i, f in after["sca"].items()} == before["sca"]
-    wh = stored(warehouse, "sast")
+    wh = stored_findings(warehouse, "sast")
     assert all(wh[i].status == "ignored" for i in triaged if i in wh)
 
 
-def test_triage_dry_run_sends_nothing(fresh_emulator, emulator_client, warehouse) -> None:
+def test_triage_dry_run_sends_nothing(fresh, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     plans = triage.plan_triage(warehouse, CONFIG.autotriage_triage.policies)
     ids = triage.record_plan(warehouse, plans, dry_run=True, dag_id="d", run_id="dry")
     triage.execute_plan(emulator_client, warehouse, ids, CONFIG.autotriage_triage.policies)
-    assert requests_of(fresh_emulator, "triage", seq) == []
+    assert requests_of(fresh, "triage", seq) == []
     assert ids
     assert sum(len(p.selected) for p in plans) > 0
 
@@ -180,40 +176,40 @@ def ticketed_ids(emulator, client):
     return Counter((t["issue_type"], i) for t in emulator_tickets(emulator, client) for i in t["issue_ids"])
 
 
-def test_policy_findings_get_exactly_one_ticket_across_runs(fresh_emulator, emulator_client, warehouse) -> None:
+def test_policy_findings_get_exactly_one_ticket_across_runs(fresh, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
     truth = policy_truth(emulator_client)
     assert truth["sast"]
     assert truth["sca"]
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
 
     batches = ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies)
     tally = ticket_send.create_tickets(emulator_client, warehouse, batches, run_id="r1")
 
-    made = ticketed_ids(fresh_emulator, emulator_client)
+    made = ticketed_ids(fresh, emulator_client)
     assert set(made) == {(t, i) for t, ids in truth.items() for i in ids}
     assert max(made.values()) == 1
-    posts = requests_of(fresh_emulator, "tickets", seq)
+    posts = requests_of(fresh, "tickets", seq)
     for issue_type in ("sast", "sca"):
         groups = sum(len(b.groups) for b in batches if b.issue_type == issue_type)
         assert len([p for p in posts if p["body"]["issue_type"] == issue_type]) == math.ceil(groups / 20)
     assert all(p["body"]["group_issues"] is True and p["body"]["limit"] == 20 for p in posts)
     assert tally.succeeded == sum(len(v) for v in truth.values())
-    wh = {t: stored(warehouse, t) for t in ("sast", "sca")}
+    wh = {t: stored_findings(warehouse, t) for t in ("sast", "sca")}
     assert all(wh[t][i].external_ticket_id is not None for t, ids in truth.items() for i in ids)
 
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
     again = ticket_send.create_tickets(
         emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r2")
     assert again.requests == 0
-    assert requests_of(fresh_emulator, "tickets", seq) == []
-    assert ticketed_ids(fresh_emulator, emulator_client) == made
+    assert requests_of(fresh, "tickets", seq) == []
+    assert ticketed_ids(fresh, emulator_client) == made
 
 
-def test_lost_ticket_response_creates_no_duplicates(fresh_emulator, emulator_client, warehouse) -> None:
+def test_lost_ticket_response_creates_no_duplicates(fresh, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast", "sca"])
     truth = policy_truth(emulator_client)
-    fresh_emulator.add_fault(operation="tickets", schedule=["drop_after"])  # created, then the response is lost
+    fresh.add_fault(operation="tickets", schedule=["drop_after"])  # created, then the response is lost
 
     tally = ticket_send.create_tickets(
         emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r1")
@@ -222,55 +218,55 @@ def test_lost_ticket_response_creates_no_duplicates(fresh_emulator, emulator_cli
     with warehouse.engine.connect() as conn:
         columns = (ticket_actions.c.issue_type, ticket_actions.c.finding_id, ticket_actions.c.ticket_id)
         recorded = conn.execute(select(*columns).where(ticket_actions.c.outcome == "succeeded")).all()
-    made = ticketed_ids(fresh_emulator, emulator_client)
+    made = ticketed_ids(fresh, emulator_client)
     assert {(t, i) for t, i, _ in recorded} == set(made) == {(t, i) for t, ids in truth.items() for i in ids}
     assert max(made.values()) == 1
     ticket_send.create_tickets(
         emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, CONFIG.ticket_creation.policies), run_id="r2")
-    assert ticketed_ids(fresh_emulator, emulator_client) == made
+    assert ticketed_ids(fresh, emulator_client) == made
 
 
-def test_a_server_error_that_did_nothing_is_sent_again_in_the_same_run(fresh_emulator, emulator_client, warehouse,
+def test_a_server_error_that_did_nothing_is_sent_again_in_the_same_run(fresh, emulator_client, warehouse,
                                                                        monkeypatch) -> None:
     monkeypatch.setattr(ticket_send, "RESEND_DELAYS", (0.0, 0.0))
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     sast_policy = [p for p in CONFIG.ticket_creation.policies if p.issue_type == "sast"]
-    fresh_emulator.add_fault(operation="tickets", schedule=["500"])  # the service failed: nothing created
+    fresh.add_fault(operation="tickets", schedule=["500"])  # the service failed: nothing created
     tally = ticket_send.create_tickets(emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, sast_policy),
                                        run_id="r1")
     assert tally.resent > 0
     assert (tally.succeeded, tally.failed) == (tally.resent, 0)
-    assert max(ticketed_ids(fresh_emulator, emulator_client).values()) == 1
+    assert max(ticketed_ids(fresh, emulator_client).values()) == 1
 
 
-def test_failed_ticket_requests_are_retried_by_the_next_run(fresh_emulator, emulator_client, warehouse) -> None:
+def test_failed_ticket_requests_are_retried_by_the_next_run(fresh, emulator_client, warehouse) -> None:
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     sast_policy = [p for p in CONFIG.ticket_creation.policies if p.issue_type == "sast"]
     # a gateway's answer: nothing created, but nothing proves the service is done with it: the next run re-reads
-    fresh_emulator.add_fault(operation="tickets", schedule=["502"])
+    fresh.add_fault(operation="tickets", schedule=["502"])
     first = ticket_send.create_tickets(emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, sast_policy),
                                        run_id="r1")
     assert first.succeeded == 0
     assert first.failed > 0
-    assert emulator_tickets(fresh_emulator, emulator_client) == []
+    assert emulator_tickets(fresh, emulator_client) == []
 
     second = ticket_send.create_tickets(emulator_client, warehouse, ticket_plan.plan_tickets(warehouse, sast_policy),
                                         run_id="r2")
     assert second.succeeded == first.failed
-    assert max(ticketed_ids(fresh_emulator, emulator_client).values()) == 1
+    assert max(ticketed_ids(fresh, emulator_client).values()) == 1
 
 
 # --- scans -----------------------------------------------------------------------------------------------------
 
 
-def test_scan_monitoring_logic_against_the_emulator(fresh_emulator, emulator_client, warehouse) -> None:
-    running = fresh_emulator.create_scan(status="SCAN_STATUS_RUNNING", finish_after=0.5)
-    failing = fresh_emulator.create_scan(status="SCAN_STATUS_RUNNING", finish_after=0.5,
+def test_scan_monitoring_logic_against_the_emulator(fresh, emulator_client, warehouse) -> None:
+    running = fresh.create_scan(status="SCAN_STATUS_RUNNING", finish_after=0.5)
+    failing = fresh.create_scan(status="SCAN_STATUS_RUNNING", finish_after=0.5,
                                          final_status="SCAN_STATUS_ERROR", exit_code=3)
     result = scans.search_and_store(emulator_client, warehouse, lookback_days=30)
     assert {str(running["id"]), str(failing["id"])} <= set(result["running_ids"])
     assert result["failed_ids"]
-    assert result["found"] == sum(fresh_emulator.stats()["counts"]["scans"].values())
+    assert result["found"] == sum(fresh.stats()["counts"]["scans"].values())
 
     time.sleep(1.0)
     refreshed = scans.refresh_scans(emulator_client, warehouse, [str(running["id"]), str(failing["id"])])

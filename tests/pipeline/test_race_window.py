@@ -56,17 +56,17 @@ def writes_and_their_rereads(log, operation):
 
 
 def test_each_triage_request_is_sent_right_after_the_re_read_of_its_own_findings(
-    fresh_emulator, emulator_client, warehouse
+    fresh, emulator_client, warehouse
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     plans = triage.plan_triage(warehouse, [TRIAGE_POLICY], chunk_size=10)
     assert len(plans[0].chunks) >= 3
     action_ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="d", run_id="w1")
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
 
     counts = triage.execute_plan(emulator_client, warehouse, action_ids, [TRIAGE_POLICY])
 
-    log = fresh_emulator.requests(seq)
+    log = fresh.requests(seq)
     pairs = writes_and_their_rereads(log, "triage")
     dropped = drops(warehouse)  # only twins triaged with an earlier request: nobody acted
     assert all(r.startswith("already done") for r in dropped.values())
@@ -89,13 +89,13 @@ def test_each_triage_request_is_sent_right_after_the_re_read_of_its_own_findings
     assert counts["window_max_s"] < 5
 
 
-def test_a_person_acting_between_two_triage_requests_is_respected(fresh_emulator, emulator_client, warehouse):
+def test_a_person_acting_between_two_triage_requests_is_respected(fresh, emulator_client, warehouse):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     plans = triage.plan_triage(warehouse, [TRIAGE_POLICY], chunk_size=10)
     first, second = plans[0].chunks[:2]
     reviewing, ticketed = single_fingerprints(warehouse, second)[:2]
     action_ids = triage.record_plan(warehouse, plans, dry_run=False, dag_id="d", run_id="w2")
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
 
     # the person acts right after the first request was answered, before the second one's re-read
     sent = emulator_client.bulk_triage
@@ -104,15 +104,15 @@ def test_a_person_acting_between_two_triage_requests_is_respected(fresh_emulator
     def bulk_triage_then_a_person_acts(*args, **kwargs):
         result = sent(*args, **kwargs)
         if not acted:
-            fresh_emulator.person_acts(reviewing, triage_state="reviewing")
-            fresh_emulator.person_acts(ticketed, ticket="create")
-            acted.append(last_seq(fresh_emulator))
+            fresh.person_acts(reviewing, triage_state="reviewing")
+            fresh.person_acts(ticketed, ticket="create")
+            acted.append(last_seq(fresh))
         return result
 
     emulator_client.bulk_triage = bulk_triage_then_a_person_acts
     triage.execute_plan(emulator_client, warehouse, action_ids, [TRIAGE_POLICY])
 
-    pairs = writes_and_their_rereads(fresh_emulator.requests(seq), "triage")
+    pairs = writes_and_their_rereads(fresh.requests(seq), "triage")
     assert sorted(pairs[0][1]["body"]["issue_ids"]) == sorted(first)
     reasons = drops(warehouse)
     assert sorted(pairs[1][1]["body"]["issue_ids"]) == sorted(set(second) - set(reasons))
@@ -130,7 +130,7 @@ def test_a_person_acting_between_two_triage_requests_is_respected(fresh_emulator
 
 
 def test_each_ticket_request_is_sent_right_after_the_re_read_of_its_own_findings_and_a_person_is_respected(
-    fresh_emulator, emulator_client, warehouse
+    fresh, emulator_client, warehouse
 ):
     extraction.run_extraction(emulator_client, warehouse, ["sast"])
     (plan,) = ticket_plan.plan_policies(warehouse, [TICKET_POLICY])
@@ -139,7 +139,7 @@ def test_each_ticket_request_is_sent_right_after_the_re_read_of_its_own_findings
     assert len(batches) == 3
     later = [i for b in batches[1:] for i in b.ids]
     ticketed, ignored = later[0], later[-1]
-    seq = last_seq(fresh_emulator)
+    seq = last_seq(fresh)
 
     sent = emulator_client.create_tickets
     acted: list[int] = []
@@ -147,15 +147,15 @@ def test_each_ticket_request_is_sent_right_after_the_re_read_of_its_own_findings
     def create_tickets_then_a_person_acts(*args, **kwargs):
         result = sent(*args, **kwargs)
         if not acted:
-            fresh_emulator.person_acts(ticketed, ticket="create")
-            fresh_emulator.person_acts(ignored, triage_state="ignored", triage_reason="acceptable_risk")
-            acted.append(last_seq(fresh_emulator))
+            fresh.person_acts(ticketed, ticket="create")
+            fresh.person_acts(ignored, triage_state="ignored", triage_reason="acceptable_risk")
+            acted.append(last_seq(fresh))
         return result
 
     emulator_client.create_tickets = create_tickets_then_a_person_acts
     tally = ticket_send.create_tickets(emulator_client, warehouse, batches, run_id="t1", reread=rereads)
 
-    pairs = writes_and_their_rereads(fresh_emulator.requests(seq), "tickets")
+    pairs = writes_and_their_rereads(fresh.requests(seq), "tickets")
     assert len(pairs) == len(batches)
     for batch, (reads, write) in zip(batches, pairs, strict=True):
         assert 1 <= len(reads) <= math.ceil(len(batch.ids) / FINDINGS_PAGE_SIZE.maximum) + 1

@@ -9,8 +9,9 @@ import pytest
 from findings_provider.client import ValidationError
 from findings_provider.config import TriagePolicy, load_pipeline_config
 from findings_provider.pipeline import extraction, triage
-from findings_provider.warehouse.schema import findings, triage_actions
+from findings_provider.warehouse.schema import triage_actions
 from sqlalchemy import select
+from warehouse_rows import stored_finding
 
 from .fakes import NOW, FakeApi, finding
 
@@ -36,13 +37,6 @@ def seed(api: FakeApi, warehouse) -> None:
 def actions(warehouse):
     with warehouse.engine.connect() as conn:
         return conn.execute(select(triage_actions).order_by(triage_actions.c.id)).all()
-
-
-def stored(warehouse, issue_type, finding_id):
-    with warehouse.engine.connect() as conn:
-        return conn.execute(
-            select(findings).where(findings.c.issue_type == issue_type, findings.c.id == finding_id)
-        ).one()
 
 
 def test_default_policy_selects_only_open_code_false_positives(api: FakeApi, warehouse) -> None:
@@ -83,14 +77,14 @@ def test_execute_records_requests_and_refreshes_triaged_rows(api: FakeApi, wareh
     assert rows[0].request["issue_ids"] == [1, 2, 3]
     assert rows[0].run_id == "run-1"
     for finding_id in (1, 2, 3, 7, 8):
-        row = stored(warehouse, "sast", finding_id)
+        row = stored_finding(warehouse, "sast", finding_id)
         raw = json.loads(row.raw)
         assert (row.status, row.triage_state, row.triage_reason) == ("ignored", "ignored", "false_positive")
         assert (raw["status"], raw["triage_state"], raw["triage_reason"]) == ("ignored", "ignored", "false_positive")
     for finding_id in (4, 5):
-        assert stored(warehouse, "sast", finding_id).status == "open"
-    assert stored(warehouse, "sast", 6).status == "fixed"
-    assert stored(warehouse, "sca", 1).status == "open"
+        assert stored_finding(warehouse, "sast", finding_id).status == "open"
+    assert stored_finding(warehouse, "sast", 6).status == "fixed"
+    assert stored_finding(warehouse, "sca", 1).status == "open"
 
 
 def test_dry_run_records_the_plan_and_sends_nothing(api: FakeApi, warehouse) -> None:
@@ -103,7 +97,7 @@ def test_dry_run_records_the_plan_and_sends_nothing(api: FakeApi, warehouse) -> 
     assert counts["requests"] == 0
     (row,) = actions(warehouse)
     assert (row.status, row.dry_run, row.issue_ids) == ("planned", True, [1, 2, 3, 7])
-    assert stored(warehouse, "sast", 1).status == "open"
+    assert stored_finding(warehouse, "sast", 1).status == "open"
 
 
 def test_a_failed_request_is_recorded_and_sent_again_by_a_retry(api: FakeApi, warehouse) -> None:

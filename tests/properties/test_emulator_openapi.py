@@ -10,12 +10,12 @@ stopping at "deployment not found".
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 import schemathesis
-from chaos.harness import TOKEN, start_emulator, tally
+from chaos.harness import TOKEN, emulator_settings, tally
 from findings_emulator.testing import EmulatorProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,9 +29,9 @@ MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "20"))  # per operati
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    with start_emulator(findings=300) as emu:
-        yield emu
+def emulator_options() -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) with the chaos suites' options."""
+    return emulator_settings(findings=300)
 
 
 def operations(base_url: str) -> list:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from findings_emulator.testing import EmulatorProcess
-from fixtures import running_emulator
 from task_context import FakeTaskInstance, make_context
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorProcess]:
-    """One emulator per module with 100 findings, named by the default API connection."""
-    with running_emulator(findings=100, default_connection=True) as emu:
-        yield emu
+def emulator_options() -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) here: one per module with 100 findings, named by the default
+    API connection."""
+    return {"findings": 100, "default_connection": True}
 
 
 @pytest.fixture

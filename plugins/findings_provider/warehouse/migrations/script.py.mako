@@ -5,7 +5,7 @@ Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
 Write the change out explicitly (op.add_column, op.create_table, op.create_index ...), never from schema.py, and
-make schema.py agree with it (tests/warehouse/test_warehouse_alembic.py compares the upgraded database with
+make schema.py agree with it (tests/warehouse/test_versioning.py compares the upgraded database with
 schema.metadata). A new finding column can be filled from the stored raw JSON with
 findings_provider.warehouse.migrate.fill_finding_columns(op.get_bind(), ["column"]).
 """

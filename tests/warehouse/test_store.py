@@ -1,5 +1,5 @@
 """The Warehouse on a real SQLite file and a real PostgreSQL: schema, state, logs, selections (its bulk upserts:
-``test_warehouse_upsert.py``)."""
+``test_upsert.py``)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ database; and deterministic data for a seed."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,12 +25,12 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def emulator(database: Path) -> Iterator[EmulatorProcess]:
+def emulator_options(database: Path) -> dict[str, Any]:
+    """The shared ``emulator`` (``tests/fixtures.py``) here: every switch of this module, a file database."""
     args = ("--flat-findings", "--retired-policies", "--deployment-id", ID, "--deployment-slug", SLUG,
             "--token", "second-token", "--db", str(database), "--fault", "findings:503,ok",
             "--fault", '{"operation": "scans_search", "schedule": ["429"], "retry_after": 5}')
-    with EmulatorProcess(findings=1000, extra_args=args) as emu:
-        yield emu
+    return {"findings": 1000, "extra_args": args}
 
 
 def test_cli_faults_apply_from_the_start(api: httpx.Client, emulator: EmulatorProcess) -> None:
