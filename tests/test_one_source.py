@@ -116,12 +116,8 @@ SHARED = {
     **{name: TESTS / "fixtures.py" for name in ("emulator", "fresh")},
     **{name: TESTS / "warehouse_rows.py" for name in ("stored", "stored_finding", "stored_findings")},
 }
-#: Second definitions allowed for now, with the reason.
-SHARED_EXCEPTIONS = {
-    # Owned by the project-settings work (another branch edits this module): its module-scoped emulator is the
-    # shared one's options ({"findings": 200}); it moves to ``emulator_options`` when that branch has landed.
-    (TESTS / "dags" / "test_governance_dags.py", "emulator"),
-}
+#: Second definitions allowed, with the reason (none today).
+SHARED_EXCEPTIONS: set[tuple[Path, str]] = set()
 
 
 def _calls(scope: ast.AST) -> set[str]:

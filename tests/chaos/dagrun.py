@@ -78,13 +78,13 @@ RUNNER = textwrap.dedent(
 )
 
 
-@dataclass
 #: How long one ``dag.test()`` run may take before it counts as hung. A guard against a hang, not a speed target:
 #: beside the main suite, ``make test`` runs the lowest-Airflow suite at a lower CPU priority, where a run that
 #: takes 30 s on an idle machine can take minutes while the Airflow stacks hold both cores.
 RUN_TIMEOUT = 900.0
 
 
+@dataclass
 class RunResult:
     state: str | None
     tis: dict[str, str]

@@ -33,7 +33,7 @@ from findings_provider.warehouse.schema import (
     projects,
     sboms,
 )
-from fixtures import client_of, connect, make_warehouse, running_emulator
+from fixtures import client_of, connect, make_warehouse
 from hitl import Approver
 from hitl import run_with_answer as answered
 from present import present
@@ -50,9 +50,8 @@ APPROVAL_STEPS = {"policy_tuning": {"check_approval", APPROVAL_TASK}}
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[Any]:
-    with running_emulator(findings=200) as emu:
-        yield emu
+def emulator_options() -> dict[str, Any]:
+    return {"findings": 200}
 
 
 @pytest.fixture(scope="module")
