@@ -27,11 +27,11 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(Path(__file__).resolve()
 os.environ.setdefault("FINDINGS_REPORT_DIR", str(_HOME / "reports"))
 
 # imported once AIRFLOW_HOME is set (they import the provider)
-from fixtures import emulator, emulator_options, fresh  # noqa: E402
+from fixtures import client, emulator, emulator_options, fresh, warehouse, warehouse_path  # noqa: E402
 
 #: The fixtures every suite shares, defined once in ``fixtures.py`` (a suite chooses its emulator by overriding
 #: ``emulator_options``; ``tests/test_one_source.py`` fails on a second definition of the others).
-SHARED_FIXTURES = (emulator, emulator_options, fresh)
+SHARED_FIXTURES = (client, emulator, emulator_options, fresh, warehouse, warehouse_path)
 
 
 @pytest.fixture(scope="session")

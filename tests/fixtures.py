@@ -94,6 +94,29 @@ def fresh(emulator: EmulatorProcess) -> EmulatorProcess:
     return emulator
 
 
+@pytest.fixture
+def client(emulator: EmulatorProcess) -> Iterator[FindingsClient]:
+    """A client of the module's emulator: how a test reads the service, or acts in it as a person would."""
+    with client_of(emulator) as api:
+        yield api
+
+
+@pytest.fixture
+def warehouse_path(tmp_path: Path) -> Path:
+    """Where a test's SQLite warehouse is: a fresh file of its own."""
+    return tmp_path / "warehouse.db"
+
+
+@pytest.fixture
+def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
+    """An empty warehouse in the SQLite file ``warehouse_path``, its tables created. Suites whose tests need another
+    kind override it in their ``conftest.py`` (``SHARED_VARIANTS`` of ``tests/test_one_source.py`` says which and
+    why)."""
+    store = make_warehouse(warehouse_path)
+    yield store
+    store.engine.dispose()
+
+
 def client_of(emulator: EmulatorProcess, **options: Any) -> FindingsClient:
     """A client of the running ``emulator`` (its URL, token and deployment); ``options`` as ``FindingsClient``'s
     (``retry_policy``, ``timeout``...). The caller closes it."""

@@ -113,11 +113,18 @@ WAREHOUSE_BUILDERS = (TESTS / "fixtures.py", TESTS / "warehouse", TESTS / "chaos
 #: The fixtures and helpers every suite shares -> the one file that defines them. A suite chooses its emulator by
 #: overriding ``emulator_options`` (the one fixture meant to be defined again), never by defining ``emulator``.
 SHARED = {
-    **{name: TESTS / "fixtures.py" for name in ("emulator", "fresh")},
+    **{name: TESTS / "fixtures.py" for name in ("emulator", "fresh", "client", "warehouse", "warehouse_path")},
     **{name: TESTS / "warehouse_rows.py" for name in ("stored", "stored_finding", "stored_findings")},
 }
-#: Second definitions allowed, with the reason (none today).
-SHARED_EXCEPTIONS: set[tuple[Path, str]] = set()
+#: The variants of a shared fixture: a suite whose tests need another kind overrides it in one place, with the reason.
+SHARED_EXCEPTIONS: set[tuple[Path, str]] = {
+    # every warehouse test runs on SQLite and on PostgreSQL (``engine``, parametrized)
+    (TESTS / "warehouse" / "conftest.py", "warehouse"),
+    # the warehouse file the default warehouse connection names, as an operator finds it
+    (TESTS / "operators" / "conftest.py", "warehouse"),
+    # each compressed day series runs on SQLite and on PostgreSQL (parametrized by the test)
+    (TESTS / "multiday" / "test_multiday.py", "warehouse"),
+}
 
 
 def _calls(scope: ast.AST) -> set[str]:
@@ -196,13 +203,13 @@ def test_the_fixture_check_finds_a_copy(tmp_path):
                     "@pytest.fixture(scope='module')\ndef emulator():\n    yield from start()\n\n"
                     "def stored(warehouse, table):\n    return []\n")
     clean = tmp_path / "clean.py"
-    clean.write_text("def warehouse(tmp_path):\n    return make_warehouse(tmp_path / 'w.db')\n\n"
+    clean.write_text("def my_store(tmp_path):\n    return make_warehouse(tmp_path / 'w.db')\n\n"
                      "def engine():\n    return make_engine(URL)\n\n"
                      "@pytest.fixture(scope='module')\ndef emulator_options():\n    return {'findings': 5}\n\n"
                      "def test_it(fresh):\n    stored = fresh.requests()\n")
     assert sorted(copy.split(" ", 1)[1] for copy in fixture_copies(copy, tmp_path)) == [
-        "class FakeTaskInstance", "def emulator (shared)", "def stored (shared)", "module builds a warehouse",
-        "warehouse builds a warehouse"]
+        "class FakeTaskInstance", "def emulator (shared)", "def stored (shared)", "def warehouse (shared)",
+        "module builds a warehouse", "warehouse builds a warehouse"]
     assert fixture_copies(clean, tmp_path) == []
     assert not _allowed(TESTS / "operators" / "conftest.py", "tests/operators/conftest.py:1 def emulator (shared)")
     assert _allowed(TESTS / "fixtures.py", "tests/fixtures.py:1 def emulator (shared)")

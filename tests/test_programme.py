@@ -4,7 +4,6 @@ fix-time boundary, and the findings filter that every number's link carries."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ from findings_provider import programme
 from findings_provider.programme import MEASURES, SORTS, FindingFilter
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
 from findings_provider.warehouse.schema import findings
-from fixtures import make_warehouse
 from sqlalchemy import select, update
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -27,11 +25,6 @@ def since(days: float) -> str:
 def row(finding_id: int, issue_type: str = "sast", **fields: Any) -> tuple:
     return finding_row_from_dict(issue_type, {"id": finding_id, "status": "open", "severity": "high",
                                               "relevant_since": since(1), **fields})
-
-
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Warehouse:
-    return make_warehouse(tmp_path / "warehouse.db")
 
 
 def selected(warehouse: Warehouse, conditions: list[Any]) -> set[tuple[str, int]]:

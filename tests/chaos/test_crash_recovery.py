@@ -55,11 +55,6 @@ DRIVER = Path(__file__).with_name("crash_driver.py")
 LONG = 1.5  # latency that holds a request in flight long enough to kill the client during it
 
 
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.db"
-
-
 def config(emu: EmulatorProcess, warehouse: Path, **extra: Any) -> dict[str, Any]:
     return {"base_url": emu.base_url, "token": TOKEN, "deployment_id": emu.deployment_id,
             "deployment_slug": emu.deployment_slug, "warehouse": warehouse_uri(warehouse), **extra}
@@ -148,25 +143,25 @@ EXTRACTION_CRASH_POINTS = {
 
 
 @pytest.mark.parametrize("point", sorted(EXTRACTION_CRASH_POINTS))
-def test_extraction_killed_mid_pull_then_rerun_is_complete_and_exact(fresh: EmulatorProcess, warehouse: Path,
+def test_extraction_killed_mid_pull_then_rerun_is_complete_and_exact(fresh: EmulatorProcess, warehouse_path: Path,
                                                                      point: str) -> None:
     tally("crash.points.extraction")
     truth = ground_truth(fresh)
     fresh.add_fault(operation="findings", schedule=EXTRACTION_CRASH_POINTS[point], latency=LONG)
-    killed_after_latency(fresh, "extract", config(fresh, warehouse))
-    stored = warehouse_findings(warehouse)
+    killed_after_latency(fresh, "extract", config(fresh, warehouse_path))
+    stored = warehouse_findings(warehouse_path)
     assert 0 < len(stored) < len(truth), "the kill did not land mid-pull"
-    assert_watermark_skipped_nothing(truth, warehouse)
+    assert_watermark_skipped_nothing(truth, warehouse_path)
     if point.startswith("sast"):
-        assert warehouse_state(warehouse, "findings_extraction.watermark.sast") is None  # sast pull unfinished
+        assert warehouse_state(warehouse_path, "findings_extraction.watermark.sast") is None  # sast pull unfinished
     else:
-        assert warehouse_state(warehouse, "findings_extraction.watermark.sast") is not None
-        assert warehouse_state(warehouse, "findings_extraction.watermark.sca") is None
+        assert warehouse_state(warehouse_path, "findings_extraction.watermark.sast") is not None
+        assert warehouse_state(warehouse_path, "findings_extraction.watermark.sca") is None
     settle(fresh)
     fresh.clear_faults()
-    run_to_end("extract", config(fresh, warehouse))
-    assert_complete_and_exact(truth, warehouse)
-    assert_watermark_skipped_nothing(truth, warehouse)
+    run_to_end("extract", config(fresh, warehouse_path))
+    assert_complete_and_exact(truth, warehouse_path)
+    assert_watermark_skipped_nothing(truth, warehouse_path)
 
 
 def test_extraction_killed_at_random_moments_converges(fresh: EmulatorProcess, tmp_path: Path) -> None:
@@ -223,24 +218,24 @@ def assert_triage_exact(emu: EmulatorProcess, warehouse: Path, selected: set[int
 
 
 @pytest.mark.parametrize("crash", ["request-in-flight", "response-not-recorded"])
-def test_triage_killed_mid_batch_then_rerun_triages_exactly_the_selection(fresh: EmulatorProcess, warehouse: Path,
+def test_triage_killed_mid_batch_then_rerun_triages_exactly_the_selection(fresh: EmulatorProcess, warehouse_path: Path,
                                                                           crash: str) -> None:
     tally("crash.points.triage")
-    preload(fresh, warehouse)
+    preload(fresh, warehouse_path)
     selected = triage_selection(fresh)
     assert len(selected) > 20  # more than two requests of 10
     fresh.clear_requests()
     if crash == "request-in-flight":
         fresh.add_fault(operation="triage", schedule=["ok", "latency"], latency=LONG)
-        killed_after_latency(fresh, "triage", config(fresh, warehouse, run_id="run-1"))
+        killed_after_latency(fresh, "triage", config(fresh, warehouse_path, run_id="run-1"))
         settle(fresh)  # the server finishes the request the dead client sent
     else:
-        killed_by_itself("triage", config(fresh, warehouse, run_id="run-1", die_after=["bulk_triage", 2]))
+        killed_by_itself("triage", config(fresh, warehouse_path, run_id="run-1", die_after=["bulk_triage", 2]))
     partial = fetch_findings(fresh, "sast")
     assert 0 < sum(partial[i]["status"] == "ignored" for i in selected) < len(selected), "not mid-batch"
     fresh.clear_faults()
-    run_to_end("triage", config(fresh, warehouse, run_id="run-2"))
-    assert_triage_exact(fresh, warehouse, selected)
+    run_to_end("triage", config(fresh, warehouse_path, run_id="run-2"))
+    assert_triage_exact(fresh, warehouse_path, selected)
 
 
 # --- tickets --------------------------------------------------------------------------------------------------------
@@ -248,31 +243,32 @@ def test_triage_killed_mid_batch_then_rerun_triages_exactly_the_selection(fresh:
 
 @pytest.mark.parametrize("crash", ["request-in-flight", "response-not-recorded"])
 def test_tickets_killed_after_the_server_created_them_are_never_sent_again(fresh: EmulatorProcess,
-                                                                           warehouse: Path, crash: str) -> None:
+                                                                           warehouse_path: Path, crash: str) -> None:
     tally("crash.points.tickets")
-    preload(fresh, warehouse)
+    preload(fresh, warehouse_path)
     selected = ticket_selection(fresh)
     assert len(selected) > 6
     fresh.clear_requests()
     if crash == "request-in-flight":
         # the second request is held by the server; the client dies; the server then creates the tickets
         fresh.add_fault(operation="tickets", schedule=["ok", "latency"], latency=LONG)
-        killed_after_latency(fresh, "tickets", config(fresh, warehouse, run_id="run-1"))
+        killed_after_latency(fresh, "tickets", config(fresh, warehouse_path, run_id="run-1"))
         settle(fresh)
     else:
-        killed_by_itself("tickets", config(fresh, warehouse, run_id="run-1", die_after=["create_tickets", 2]))
+        killed_by_itself("tickets", config(fresh, warehouse_path, run_id="run-1", die_after=["create_tickets", 2]))
     created = ticket_counts(fresh)
     assert created, "no ticket was created before the crash"
-    recorded = {r["finding_id"] for r in warehouse_rows(warehouse, "ticket_actions") if r["outcome"] == "succeeded"}
+    recorded = {r["finding_id"] for r in warehouse_rows(warehouse_path, "ticket_actions")
+                if r["outcome"] == "succeeded"}
     assert set(created) - recorded, "the crash did not land between the server's action and the warehouse's"
     fresh.clear_faults()
     for number in (2, 3):
-        run_to_end("tickets", config(fresh, warehouse, run_id=f"run-{number}"))
+        run_to_end("tickets", config(fresh, warehouse_path, run_id=f"run-{number}"))
         assert_no_double_tickets(fresh)
     after = {**fetch_findings(fresh, "sast"), **fetch_findings(fresh, "sca")}
     counts = ticket_counts(fresh)
     assert all(counts[i] == 1 for i in selected), {i: counts[i] for i in selected if counts[i] != 1}
-    stored = {(r["issue_type"], r["id"]): r for r in warehouse_findings(warehouse)}
+    stored = {(r["issue_type"], r["id"]): r for r in warehouse_findings(warehouse_path)}
     disagree = [i for i, t in selected.items() if stored[(t, i)]["external_ticket_id"]
                 != after[i]["external_ticket"]["id"]]
     assert not disagree, f"warehouse does not record the service's ticket of {disagree}"

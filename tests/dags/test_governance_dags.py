@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from airflow.sdk import CronTriggerTimetable
 from findings_provider.assets import DEPENDENCIES, POLICY_RULES
-from findings_provider.client import FindingsClient
 from findings_provider.config import load_pipeline_config, load_projects_file
 from findings_provider.names import API_POOL, GOVERNANCE_DAGS
 from findings_provider.pipeline import approval
@@ -33,7 +32,7 @@ from findings_provider.warehouse.schema import (
     projects,
     sboms,
 )
-from fixtures import client_of, connect, make_warehouse
+from fixtures import connect, make_warehouse
 from hitl import Approver
 from hitl import run_with_answer as answered
 from present import present
@@ -73,12 +72,6 @@ def dagbag():
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(DAGS))
-
-
-@pytest.fixture
-def client(emulator) -> Iterator[FindingsClient]:
-    with client_of(emulator) as api:
-        yield api
 
 
 def fresh_dag(dag_id: str) -> Any:

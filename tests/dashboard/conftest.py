@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import pytest
-from findings_provider.warehouse import Warehouse, finding_row_from_dict
-from fixtures import make_warehouse
-
-
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Warehouse:
-    return make_warehouse(tmp_path / "warehouse.db")
+from findings_provider.warehouse import finding_row_from_dict
 
 
 def finding(finding_id: int, issue_type: str = "sast", **fields: Any) -> tuple:

@@ -48,7 +48,7 @@ def since(days: float) -> str:
     return (NOW - timedelta(days=days)).isoformat()
 
 
-def client(warehouse: Warehouse, config: PipelineConfig | None = None, *, logged_in: bool = True,
+def app_client(warehouse: Warehouse, config: PipelineConfig | None = None, *, logged_in: bool = True,
            runs: Callable[..., Any] | None = None,
            approvals: Sequence[Mapping[str, Any]] | None = ()) -> TestClient:
     state = AirflowState(approvals=lambda: approvals, runs=runs or (lambda defaults, dag_id=None: []))
@@ -168,7 +168,7 @@ def test_every_overview_number_is_the_sql_count_and_the_total_of_the_list_it_lin
         warehouse: Warehouse, targets: dict[str, int], branches: str) -> None:
     seed_programme(warehouse)
     config = PipelineConfig(sla={"fix_days": targets})
-    web = client(warehouse, config)
+    web = app_client(warehouse, config)
     body = web.get("/api/overview", params={"branches": branches}).json()
     definitions = measure_sql(targets, branches)
     assert body["view"]["branches"] == branches
@@ -207,7 +207,7 @@ def test_widget_numbers_are_the_sql_counts_and_link_to_their_lists(warehouse: Wa
     seed_programme(warehouse)
     waiting = [{"dag_id": "ticket_creation", "run_id": "r", "task_id": "approve", "map_index": -1,
                 "subject": "Create 3 tickets?", "created_at": "2026-02-28T00:00:00+00:00"}]
-    web = client(warehouse, approvals=waiting)
+    web = app_client(warehouse, approvals=waiting)
     body = web.get("/api/widget").json()
     critical = sql_count(warehouse, f"{OPEN} AND severity = 'critical' AND {COUNTED}")
     late = sql_count(warehouse, measure_sql(DEFAULT_TARGETS)["overdue"])
@@ -220,12 +220,12 @@ def test_widget_numbers_are_the_sql_counts_and_link_to_their_lists(warehouse: Wa
     assert body["failed_scans"]["count"] == failed_scans_sql(warehouse) == 3
     assert body["approvals"] == 1
     assert web.get("/api/overview").json()["approvals"] == waiting
-    assert client(warehouse, approvals=None).get("/api/widget").json()["approvals"] is None  # Airflow unreadable
+    assert app_client(warehouse, approvals=None).get("/api/widget").json()["approvals"] is None  # Airflow unreadable
 
 
 def test_repository_numbers_are_counted_within_the_repository(warehouse: Warehouse) -> None:
     seed_programme(warehouse)
-    web = client(warehouse)
+    web = app_client(warehouse)
     page = web.get("/api/repository", params={"name": "acme/api"}).json()
     definitions = measure_sql(DEFAULT_TARGETS)
     for number in page["measures"]:
@@ -312,7 +312,7 @@ def test_the_list_is_sorted_as_asked(warehouse: Warehouse, sort: str, descending
     specs = list_specs()
     seed_list(warehouse, specs)
     params = {"sort": sort, **({"order": "desc"} if descending else {})}
-    got = listed(client(warehouse), **params)
+    got = listed(app_client(warehouse), **params)
     assert got == python_sorted(specs, sort, descending)
     assert got != python_sorted(specs, sort, not descending)
 
@@ -320,7 +320,7 @@ def test_the_list_is_sorted_as_asked(warehouse: Warehouse, sort: str, descending
 def test_each_row_carries_its_age_due_date_and_days_overdue(warehouse: Warehouse) -> None:
     specs = list_specs()
     seed_list(warehouse, specs)
-    rows = {(r["issue_type"], r["id"]): r for r in client(warehouse).get(
+    rows = {(r["issue_type"], r["id"]): r for r in app_client(warehouse).get(
         "/api/findings", params={"limit": 1000}).json()["rows"]}
     assert len(rows) == len(specs)
     for spec in specs:
@@ -340,7 +340,7 @@ def test_each_row_carries_its_age_due_date_and_days_overdue(warehouse: Warehouse
 def test_offset_pages_are_disjoint_and_cover_the_total(warehouse: Warehouse) -> None:
     specs = list_specs()
     seed_list(warehouse, specs)
-    web = client(warehouse, PipelineConfig(dashboard={"page_size": 10}))
+    web = app_client(warehouse, PipelineConfig(dashboard={"page_size": 10}))
     everything = listed(web, measure="open", sort="due")
     total = len(everything)
     assert total == sum(1 for s in specs if s["status"] != "fixed") > 10
@@ -359,7 +359,7 @@ def test_offset_pages_are_disjoint_and_cover_the_total(warehouse: Warehouse) -> 
 def test_repository_part_ignores_case_while_repository_is_exact(warehouse: Warehouse) -> None:
     specs = list_specs()
     seed_list(warehouse, specs)
-    web = client(warehouse)
+    web = app_client(warehouse)
 
     def expected(match: Callable[[str], bool]) -> set[tuple[str, int]]:
         return {(s["issue_type"], s["id"]) for s in specs if match(s["repository"])}
@@ -378,7 +378,7 @@ def test_repository_part_ignores_case_while_repository_is_exact(warehouse: Wareh
 def test_options_list_the_values_present(warehouse: Warehouse) -> None:
     specs = list_specs()
     seed_list(warehouse, specs)
-    options = client(warehouse).get("/api/findings", params={"severity": "low"}).json()["options"]
+    options = app_client(warehouse).get("/api/findings", params={"severity": "low"}).json()["options"]
     assert options == {
         "issue_type": sorted({s["issue_type"] for s in specs}),
         "severity": [s for s in SEVERITY_ORDER if any(x["severity"] == s for x in specs)] + ["informational"],
@@ -416,7 +416,7 @@ def test_touched_selects_exactly_what_a_run_triaged_or_ticketed(warehouse: Wareh
         TicketAction("sast", 4, "failed", run_id="run-a"),
         TicketAction("sca", 3, "succeeded", run_id="run-b", ticket_id=10),
     ])
-    web = client(warehouse)
+    web = app_client(warehouse)
     triaged = {(t, i) for t, ids in sql(warehouse, "SELECT issue_type, issue_ids FROM triage_actions WHERE "
                                                    "run_id = 'run-a' AND status IN ('succeeded', 'planned')")
                for i in stored_ids(ids)}
@@ -449,7 +449,7 @@ def stored_ids(stored: str) -> list[int]:
 def test_a_bad_value_gets_422_naming_the_field_and_the_value(warehouse: Warehouse, path: str,
                                                              params: dict[str, str], words: list[str]) -> None:
     warehouse.upsert_findings([finding(1)])
-    response = client(warehouse).get(path, params=params)
+    response = app_client(warehouse).get(path, params=params)
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     for word in words:
@@ -465,7 +465,7 @@ def read_csv(body: str) -> list[list[str]]:
 def test_csv_export_holds_the_sql_selection_in_the_lists_order(warehouse: Warehouse) -> None:
     specs = list_specs()
     seed_list(warehouse, specs)
-    web = client(warehouse)
+    web = app_client(warehouse)
     params = {"measure": "open", "repository_contains": "Repo-1", "sort": "due", "order": "desc"}
     response = web.get("/api/findings.csv", params=params)
     assert response.status_code == 200
@@ -487,7 +487,7 @@ def test_csv_cells_a_spreadsheet_would_run_are_made_inert(warehouse: Warehouse) 
     formula = '=HYPERLINK("https://evil.example.com","x")'
     warehouse.upsert_findings([finding(1, repository={"name": formula}, rule_name="@SUM(A1)"),
                                finding(2, repository={"name": "acme/plain"}, rule_name="-1+2")])
-    table = read_csv(client(warehouse).get("/api/findings.csv", params={"sort": "id"}).text)
+    table = read_csv(app_client(warehouse).get("/api/findings.csv", params={"sort": "id"}).text)
     by_id = {int(r[1]): dict(zip(COLUMNS, r, strict=True)) for r in table[1:]}
     assert by_id[1]["repository"] == "'" + formula
     assert by_id[1]["rule"] == "'@SUM(A1)"
@@ -499,7 +499,7 @@ def test_csv_export_streams_in_batches(warehouse: Warehouse, monkeypatch: pytest
     monkeypatch.setattr(findings_list, "CSV_BATCH", 3)
     specs = list_specs()
     seed_list(warehouse, specs)
-    with client(warehouse).stream("GET", "/api/findings.csv", params={"sort": "age"}) as response:
+    with app_client(warehouse).stream("GET", "/api/findings.csv", params={"sort": "age"}) as response:
         assert response.status_code == 200
         chunks = list(response.iter_raw())
     assert len(chunks) == 1 + math.ceil(len(specs) / 3)  # the header, then one chunk per batch
@@ -512,7 +512,7 @@ def test_csv_export_streams_in_batches(warehouse: Warehouse, monkeypatch: pytest
 
 def test_scans_have_readable_statuses_repository_names_and_safe_links(warehouse: Warehouse) -> None:
     seed_programme(warehouse)
-    web = client(warehouse)
+    web = app_client(warehouse)
     body = web.get("/api/scans").json()
     assert body["total"] == body["listed"] == len(SCANS)
     rows = {s["id"]: s for s in body["scans"]}
@@ -572,7 +572,7 @@ def test_activity_lists_airflows_runs_with_what_each_changed(warehouse: Warehous
         return runs
 
     config = PipelineConfig(ticket_creation={"dry_run": True})
-    web = client(warehouse, config, runs=airflow_runs)
+    web = app_client(warehouse, config, runs=airflow_runs)
     body = web.get("/api/activity").json()
     assert body["airflow"] is True
     assert [r["run_id"] for r in body["runs"]] == [r["run_id"] for r in runs]  # Airflow's order; "old" is not one
@@ -595,7 +595,7 @@ def test_activity_lists_airflows_runs_with_what_each_changed(warehouse: Warehous
 
 def test_without_airflows_runs_activity_lists_the_warehouses(warehouse: Warehouse) -> None:
     seed_runs(warehouse)
-    body = client(warehouse, runs=lambda defaults, dag_id=None: None).get("/api/activity").json()
+    body = app_client(warehouse, runs=lambda defaults, dag_id=None: None).get("/api/activity").json()
     assert body["airflow"] is False
     known = {r for (r,) in sql(warehouse, "SELECT run_id FROM triage_actions UNION SELECT run_id FROM ticket_actions")}
     assert {r["run_id"] for r in body["runs"]} == known
@@ -614,7 +614,7 @@ def test_a_policy_run_that_applied_rule_changes_changed_something(warehouse: War
            status="failed")
     runs = [airflow_run("tuned", "policy_tuning"), airflow_run("refused", "policy_tuning"),
             airflow_run("quiet", "policy_tuning")]
-    body = client(warehouse, runs=lambda defaults, dag_id=None: runs).get("/api/activity").json()
+    body = app_client(warehouse, runs=lambda defaults, dag_id=None: runs).get("/api/activity").json()
     by_id = {r["run_id"]: r for r in body["runs"]}
     assert (by_id["tuned"]["rules_changed"], by_id["tuned"]["rule_changes_failed"]) == (1, 1)
     assert {r: by_id[r]["outcome"] for r in by_id} == {"tuned": "changed something", "refused": "failed",
@@ -631,17 +631,17 @@ def test_a_dags_activity_says_whether_it_is_the_pipelines_and_writes(warehouse: 
         asked.append(dag_id)
         return []
 
-    body = client(warehouse, runs=airflow_runs).get("/api/activity", params={"dag_id": dag_id}).json()
+    body = app_client(warehouse, runs=airflow_runs).get("/api/activity", params={"dag_id": dag_id}).json()
     assert asked == [dag_id]
     assert body["dag"] == {"dag_id": dag_id, "pipeline": pipeline, "writes": writes}
-    assert client(warehouse, runs=airflow_runs).get("/api/activity").json()["dag"] is None
+    assert app_client(warehouse, runs=airflow_runs).get("/api/activity").json()["dag"] is None
 
 
 def test_run_detail_says_what_a_run_did_and_whether_it_was_a_dry_run(warehouse: Warehouse) -> None:
     seed_runs(warehouse)
     warehouse.record_policy_change(run_id="busy", policy_id="p1", rule_path="rules/sqli", previous_mode="MODE_MONITOR",
                                    new_mode="MODE_BLOCK", status="applied")  # a policy_tuning run of the same id
-    web = client(warehouse)
+    web = app_client(warehouse)
     dry = web.get("/api/run", params={"run_id": "dry"}).json()
     assert dry["dry_run"] is True
     assert [r["status"] for r in dry["triage"]] == ["planned"]
@@ -665,7 +665,7 @@ def test_run_detail_says_what_a_run_did_and_whether_it_was_a_dry_run(warehouse: 
 # --- reports, login, bundle, links ------------------------------------------------------------------------------------
 
 def test_reports_are_served_newest_first(warehouse: Warehouse) -> None:
-    web = client(warehouse)
+    web = app_client(warehouse)
     missing = web.get("/reports/policy_tuning")
     assert missing.status_code == 404
     assert "policy_tuning" in missing.json()["detail"]
@@ -685,7 +685,7 @@ def test_a_report_follows_airflows_dark_mode_when_asked(warehouse: Warehouse) ->
     from findings_provider.dashboard.app import DARK_REPORT_STYLE
 
     warehouse.save_report("findings_summary", "Summary", "<html><head><title>S</title></head><body>x</body></html>")
-    web = client(warehouse)
+    web = app_client(warehouse)
     dark = web.get("/reports/findings_summary", params={"theme": "dark"}).text
     assert dark == f"<html><head><title>S</title>{DARK_REPORT_STYLE}</head><body>x</body></html>"
     assert DARK_REPORT_STYLE not in web.get("/reports/findings_summary").text
@@ -716,7 +716,7 @@ def seed_secrets(warehouse: Warehouse) -> None:
 
 
 def test_the_data_routes_are_every_route_but_the_bundle(warehouse: Warehouse) -> None:
-    paths = {r.path for r in client(warehouse).app.routes if isinstance(r, APIRoute)}  # type: ignore[attr-defined]
+    paths = {r.path for r in app_client(warehouse).app.routes if isinstance(r, APIRoute)}  # type: ignore[attr-defined]
     assert paths - {f"/static/{BUNDLE}"} == set(DATA_ROUTES)
 
 
@@ -725,18 +725,18 @@ def test_without_an_airflow_login_every_data_route_is_refused_and_shows_no_data(
                                                                                path: str) -> None:
     seed_secrets(warehouse)
     url = path.replace("{kind}", "findings_summary")
-    refused = client(warehouse, logged_in=False).get(url, params=DATA_ROUTES[path])
+    refused = app_client(warehouse, logged_in=False).get(url, params=DATA_ROUTES[path])
     assert refused.status_code == 401
     assert list(refused.json()) == ["detail"]  # an error, no data
     assert "secret" not in refused.text
-    allowed = client(warehouse).get(url, params=DATA_ROUTES[path])
+    allowed = app_client(warehouse).get(url, params=DATA_ROUTES[path])
     assert allowed.status_code == 200, allowed.text
     if path in SHOWS_SECRET:  # the same request with a login does show it
         assert "secret" in allowed.text
 
 
 def test_the_bundle_is_served_without_login_and_registers_the_plugins_app_names(warehouse: Warehouse) -> None:
-    response = client(warehouse, logged_in=False).get(f"/static/{BUNDLE}")
+    response = app_client(warehouse, logged_in=False).get(f"/static/{BUNDLE}")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/javascript")
     block = re.search(r"const APP_NAMES = \{(.*?)\};", response.text, re.DOTALL)
@@ -769,7 +769,7 @@ def test_the_dashboards_address_follows_airflows_base_url(monkeypatch: pytest.Mo
     ("findings_extraction", []), ("", ["triage", "tickets", "rules"])])
 def test_a_runs_view_has_the_sections_of_what_its_dag_writes(warehouse: Warehouse, dag_id: str,
                                                              sections: list[str]) -> None:
-    body = client(warehouse).get("/api/run", params={"run_id": "r", "dag_id": dag_id}).json()
+    body = app_client(warehouse).get("/api/run", params={"run_id": "r", "dag_id": dag_id}).json()
     assert body["sections"] == sections
 
 
@@ -794,7 +794,7 @@ def test_the_policies_view_says_why_it_is_empty_when_the_policy_api_was_retired(
     from findings_provider.client import PolicyApiRetiredError
     from findings_provider.governance import policy_tuning as pt
 
-    web = client(warehouse)
+    web = app_client(warehouse)
     assert web.get("/api/policies").json()["retired"] is None
     error = PolicyApiRetiredError("the policy API was retired", status_code=410, endpoint="policies_list")
     pt.record_retired(warehouse, error, {"policy_ids": None}, deployment_id="4242", deployment_slug="acme",
@@ -805,5 +805,5 @@ def test_the_policies_view_says_why_it_is_empty_when_the_policy_api_was_retired(
     assert retired["deployment"] == "acme (4242)"
     assert retired["message"].startswith("The service retired its policy API for deployment acme (4242)")
     assert "newer policy system" in retired["message"]
-    bundle = client(warehouse, logged_in=False).get(f"/static/{BUNDLE}").text
+    bundle = app_client(warehouse, logged_in=False).get(f"/static/{BUNDLE}").text
     assert "The service retired its policy API for this deployment on ${when(d.retired.seen_at)}" in bundle

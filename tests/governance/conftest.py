@@ -6,27 +6,12 @@ Operators run with their connections given as ``AIRFLOW_CONN_*`` environment var
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from findings_provider.client import FindingsClient
 from findings_provider.warehouse import Warehouse
-from fixtures import client_of, connect, make_warehouse
-
-
-@pytest.fixture
-def warehouse_path(tmp_path: Path) -> Path:
-    return tmp_path / "warehouse.db"
-
-
-@pytest.fixture
-def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
-    """An empty warehouse in a SQLite file, tables created."""
-    wh = make_warehouse(warehouse_path)
-    yield wh
-    wh.engine.dispose()
+from fixtures import connect
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +27,6 @@ def _fresh_emulator(request: pytest.FixtureRequest) -> None:
     request log."""
     if "emulator" in request.fixturenames:
         request.getfixturevalue("emulator").reset(retired_policies=False)  # overrides of a reset stay until changed
-
-
-@pytest.fixture
-def client(emulator: Any) -> Iterator[FindingsClient]:
-    with client_of(emulator) as api:
-        yield api
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ driven with the event the Human-in-the-loop trigger sends, and "marked successfu
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,18 +33,12 @@ from present import present
 from sqlalchemy import select
 from task_context import FakeTaskInstance, make_context, run_operator
 
-from .helpers import TUNING_RULES, default_api
+from .helpers import TUNING_RULES
 
 pytestmark = pytest.mark.integration
 
 BLOCKING = {"MODE_BLOCK", "MODE_COMMENT"}
 APPROVAL_TASK = "approve_policy_changes"
-
-
-@pytest.fixture
-def client(fresh) -> Iterator[FindingsClient]:
-    with default_api() as api:
-        yield api
 
 
 def listed_modes(client) -> dict[str, dict[str, str]]:

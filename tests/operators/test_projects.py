@@ -3,11 +3,9 @@ apply, convergence; an invalid projects file."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from findings_provider.client import FindingsClient
 from findings_provider.compat import AirflowFailException
 from findings_provider.config import load_projects_file
 from findings_provider.operators.projects import ApplyProjectSettingsOperator, ProjectSettingsPlanOperator
@@ -20,12 +18,6 @@ from task_context import FakeTaskInstance, make_context, run_operator
 from .helpers import default_api
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(fresh) -> Iterator[FindingsClient]:
-    with default_api() as api:
-        yield api
 
 
 PROJECTS_YAML = """\

@@ -4,22 +4,14 @@ real emulator subprocess for the integration tests."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from findings_emulator.testing import EmulatorProcess
 from findings_provider.client import FindingsClient, RetryPolicy
-from findings_provider.warehouse import Warehouse
-from fixtures import client_of, make_warehouse
+from fixtures import client_of
 
 from .fakes import FakeApi
-
-
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Warehouse:
-    """An empty warehouse in a temporary SQLite file."""
-    return make_warehouse(tmp_path / "warehouse.db")
 
 
 @pytest.fixture

@@ -14,17 +14,8 @@ from findings_provider.warehouse import Warehouse, finding_row_from_dict
 from findings_provider.warehouse.branches import primary_branches, recount, store_projects
 from findings_provider.warehouse.schema import findings
 from sqlalchemy import select
-from sqlalchemy.engine import Engine
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def warehouse(engine: Engine) -> Warehouse:
-    """On SQLite and on PostgreSQL (``engine`` of tests/warehouse/conftest.py: an empty database each time)."""
-    store = Warehouse(engine)
-    store.create_all()
-    return store
 
 
 def copy(finding_id: int, ref: str, days_ago: float, fingerprint: str | None = "fp-1", issue_type: str = "sast",
