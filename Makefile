@@ -27,7 +27,10 @@ $(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml 
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip wheel
 	$(BIN)/pip install --quiet -r requirements.txt -r requirements-test.txt -c constraints.txt
-	$(BIN)/pip install --quiet --no-deps -e ./include -e '.[emulator]'
+	@# the provider first, then the emulator: a provider of an older layout that carried the findings-emulator
+	@# command takes that file with it when it is replaced, so the emulator's install comes after
+	$(BIN)/pip install --quiet --no-deps -e '.[emulator]'
+	$(BIN)/pip install --quiet --no-deps -e ./include
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -36,7 +39,8 @@ $(LOWEST_STAMP): requirements-lowest.txt pyproject.toml include/pyproject.toml
 	test -x $(LOWEST_BIN)/python || $(PYTHON) -m venv $(LOWEST_VENV)
 	$(LOWEST_BIN)/pip install --quiet --upgrade pip wheel
 	$(LOWEST_BIN)/pip install --quiet --no-deps -r requirements-lowest.txt
-	$(LOWEST_BIN)/pip install --quiet --no-deps -e ./include -e '.[emulator]'
+	$(LOWEST_BIN)/pip install --quiet --no-deps -e '.[emulator]'
+	$(LOWEST_BIN)/pip install --quiet --no-deps -e ./include
 	$(LOWEST_BIN)/pip check
 	touch $(LOWEST_STAMP)
 

@@ -333,7 +333,7 @@ class Stack:
         assert self.emulator is not None
         opts = self.emulator
         exe = venv_bin() / "findings-emulator"
-        head = [str(exe)] if exe.exists() else [sys.executable, "-m", "findings_emulator.cli"]
+        head = [str(exe)] if exe.exists() else [sys.executable, "-m", "findings_emulator"]
         cmd = [*head, "--host", opts.host, "--port", str(opts.port), "--token", opts.token, "--seed", str(opts.seed)]
         if opts.findings is not None:
             cmd += ["--findings", str(opts.findings)]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from findings_provider.client import AsyncFindingsClient, RetryPolicy
+from findings_provider.client import AsyncFindingsClient
 from findings_provider.hooks.findings_api import FindingsApiHook
 from findings_provider.triggers import sbom as sbom_trigger
 from findings_provider.triggers.sbom import SbomExportTrigger
@@ -17,37 +16,6 @@ from findings_provider.triggers.sbom import SbomExportTrigger
 DONE = {"status": "SBOM_EXPORT_STATUS_COMPLETED", "downloadUrl": "https://dl.test/sbom/1?signature=secret"}
 RUNNING = {"status": "SBOM_EXPORT_STATUS_IN_PROGRESS"}
 FAILED = {"status": "SBOM_EXPORT_STATUS_FAILED", "errorMessage": "SBOM generation failed"}
-
-
-class Api:
-    """A MockTransport handler answering ``GET .../sbom/export/{token}`` from a script per token."""
-
-    def __init__(self, script: dict[str, list[Any]]) -> None:
-        self.script = script
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        token = request.url.path.rsplit("/", 1)[1]
-        answers = self.script[token]
-        answer = answers.pop(0) if len(answers) > 1 else answers[0]
-        return answer if isinstance(answer, httpx.Response) else httpx.Response(200, json=answer)
-
-
-@pytest.fixture
-def mock_api(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, list[Any]]], Api]:
-    def install(script: dict[str, list[Any]]) -> Api:
-        api = Api(script)
-
-        async def get_async_client(self: FindingsApiHook) -> AsyncFindingsClient:
-            assert self.findings_conn_id == "my_conn"
-            return AsyncFindingsClient("https://api.test", "t0ken-value", deployment_slug="acme",
-                                       transport=httpx.MockTransport(api), retry_policy=RetryPolicy(max_retries=0))
-
-        monkeypatch.setattr(FindingsApiHook, "get_async_client", get_async_client)
-        return api
-
-    return install
 
 
 @pytest.fixture

@@ -6,16 +6,16 @@ import asyncio
 import importlib
 import json
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
 import pytest
 from findings_emulator.testing import EmulatorProcess
-from findings_provider.client import AsyncFindingsClient, RetryPolicy
-from findings_provider.hooks.findings_api import FindingsApiHook
+from findings_provider.client import AsyncFindingsClient
 from findings_provider.triggers.scan import MAX_TRANSIENT_FAILURES, ScanStatusTrigger
+
+from .helpers import ScriptedApi
 
 
 def details(scan_id: str, status: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -23,42 +23,6 @@ def details(scan_id: str, status: str | None = None, **fields: Any) -> dict[str,
     if status:
         body["status"] = status
     return body
-
-
-class Api:
-    """A MockTransport handler answering ``GET .../scan/{id}`` from a script of bodies per scan."""
-
-    def __init__(self, script: dict[str, list[Any]]) -> None:
-        self.script = script
-        self.requests: list[httpx.Request] = []
-        self.closed = False
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        scan_id = request.url.path.rsplit("/", 1)[1]
-        answers = self.script[scan_id]
-        answer = answers.pop(0) if len(answers) > 1 else answers[0]
-        if isinstance(answer, httpx.Response):
-            return answer
-        return httpx.Response(200, json=answer)
-
-
-@pytest.fixture
-def mock_api(monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, list[Any]]], Api]:
-    """Make the trigger's hook hand out an async client over a MockTransport (no retries, no sleeping)."""
-
-    def install(script: dict[str, list[Any]]) -> Api:
-        api = Api(script)
-
-        async def get_async_client(self: FindingsApiHook) -> AsyncFindingsClient:
-            assert self.findings_conn_id == "my_conn"
-            return AsyncFindingsClient("https://api.test", "t0ken-value", deployment_slug="acme",
-                                       transport=httpx.MockTransport(api), retry_policy=RetryPolicy(max_retries=0))
-
-        monkeypatch.setattr(FindingsApiHook, "get_async_client", get_async_client)
-        return api
-
-    return install
 
 
 def trigger(scan_ids: Any = "11", *, deadline: float | None = None, poll: float = 0.001) -> ScanStatusTrigger:
@@ -105,7 +69,7 @@ def test_unsuccessful_scans_fail_with_a_clear_message(mock_api, status: str) -> 
 
 def test_derived_statuses_of_scan_details() -> None:
     # the details endpoint carries no status: error exit codes and old unfinished scans are failures
-    api = Api({"11": [details("11", completed_at="2026-11-18T10:00:00Z", exit_code=2)],
+    api = ScriptedApi({"11": [details("11", completed_at="2026-11-18T10:00:00Z", exit_code=2)],
                "12": [details("12", started_at=(datetime.now(timezone.utc) - timedelta(hours=2)).isoformat())]})
 
     async def go() -> list[dict[str, Any]]:
