@@ -91,7 +91,7 @@ def text_of(value: Any) -> str | None:
 class ApiModel(BaseModel):
     """Base of every response model: unknown fields are kept, never an error."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=False)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=False, defer_build=True)
 
 
 # --- deployments --------------------------------------------------------------------------------------------

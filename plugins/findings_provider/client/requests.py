@@ -153,7 +153,7 @@ def _as_validation_error(exc: pydantic.ValidationError, what: str) -> Validation
 class RequestModel(BaseModel):
     """Base of request models: unknown keyword arguments are refused (a typo must not become a no-op filter)."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", use_enum_values=True, populate_by_name=True, defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
         try:
