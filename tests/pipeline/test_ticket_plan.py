@@ -4,6 +4,7 @@ the approval text."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
 from findings_provider.config import TicketPolicy
 from findings_provider.pipeline import extraction, ticket_plan
@@ -28,6 +29,20 @@ def test_groups_are_capped_at_50_and_batches_at_20_tickets() -> None:
     assert sorted(i for b in batches for i in b.ids) == sorted(f.id for f in selected)
     ungrouped = ticket_plan.group_findings(selected[:30], group_issues=False)
     assert len(ticket_plan.batch_groups("sast", "p", ungrouped, 20)) == 2
+
+
+def test_a_keys_tickets_take_its_most_recently_detected_findings_first() -> None:
+    # 120 findings of one key, detected one a day in an order unrelated to their ids, and two never dated: the first
+    # ticket holds the newest 50 (its re-read lists the key since the oldest of them), the undated come last
+    days = [(i * 37) % 120 for i in range(120)]
+    selected = [SelectedFinding(500 - i, "big", "rule", "main", "high", relevant_since=NOW - timedelta(days=d))
+                for i, d in enumerate(days)]
+    selected += [SelectedFinding(9000 + i, "big", "rule", "main", "high") for i in range(2)]
+    (groups,) = ticket_plan.group_findings(selected)
+    age = {f.id: (NOW - f.relevant_since).days for f in selected if f.relevant_since is not None}
+    assert [sorted(age[i] for i in g.ids if i in age) for g in groups] == [
+        list(range(50)), list(range(50, 100)), list(range(100, 120))]
+    assert groups[-1].ids[-2:] == [9000, 9001]
 
 
 def test_requests_per_run_are_ceil_of_groups_over_20(api: FakeApi, warehouse) -> None:

@@ -51,12 +51,19 @@ class TicketBatch:
         return [i for g in self.groups for i in g.ids]
 
 
+def _newest_first(finding: SelectedFinding) -> tuple[bool, float, int]:
+    since = finding.relevant_since
+    return since is None, -since.timestamp() if since is not None else 0.0, finding.id
+
+
 def group_findings(selected: Sequence[SelectedFinding], *, group_issues: bool = True) -> list[list[TicketGroup]]:
-    """Per (repository, rule) key, its groups of <= 50 findings (one group per finding when not grouping)."""
+    """Per (repository, rule) key, its groups of <= 50 findings (one group per finding when not grouping), the
+    most recently detected first (``relevant_since``, then id): the re-read before a request lists a key's
+    findings since the oldest one the request names, so a key's first ticket re-reads its newest 50, not all."""
     if not group_issues:
         return [[TicketGroup(f.repository_name, f.rule_name, [f.id])] for f in selected]
     by_key: dict[tuple[str, str], list[int]] = {}
-    for f in selected:
+    for f in sorted(selected, key=_newest_first):
         by_key.setdefault((f.repository_name or "", f.rule_name or ""), []).append(f.id)
     return [
         [
