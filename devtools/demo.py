@@ -8,8 +8,10 @@ as the e2e tests (``devtools/stack.py``), provisions the connections (environmen
 warehouse or write to the service only once the first extraction has finished (no scheduled run races it); the
 triage asks for a person's approval (the demo's configuration, ``.demo/pipeline.yaml``, sets its
 ``approval_threshold`` to ``DEMO_APPROVAL_THRESHOLD``), and ``ticket_creation`` starts once a triage run has
-finished. Ctrl-C (or SIGTERM) stops every process it started. A second start reuses ``.demo/airflow-home``
-(database, password, logs).
+finished. The pipeline's alerts (failed scans, missed deadlines, approvals waiting) are mailed through the
+``smtp_default`` connection to a local mail catcher (``devtools/mail_catcher.py``), whose read-only page lists
+them. Ctrl-C (or SIGTERM) stops every process it started. A second start reuses ``.demo/airflow-home`` (database,
+password, logs).
 
 Options: ``--host`` (default 127.0.0.1), ``--port`` (UI, default 8080 or a free port when taken),
 ``--emulator-port`` (default 8900 or a free one), ``--findings`` (emulator data volume, default 5000),
@@ -39,6 +41,7 @@ from findings_provider.config import load_pipeline_config, projects_file_path
 from findings_provider.names import GOVERNANCE_DAGS
 
 from devtools.environment import REPO, EmulatorOptions
+from devtools.mail_catcher import MailCatcher
 from devtools.processes import port_is_free, raise_keyboard_interrupt
 from devtools.stack import Stack, StackError
 
@@ -47,6 +50,9 @@ DEMO_HOME = REPO / ".demo" / "airflow-home"
 SOURCE_CONFIG = REPO / "include" / "pipeline.yaml"
 #: A triage that selects more findings than this waits for a person's approval (the generated data selects more).
 DEMO_APPROVAL_THRESHOLD = 100
+#: Where the demo's alerts are mailed (through ``SMTP_CONN_ID``, which points at the demo's mail catcher).
+DEMO_ALERTS_TO = "appsec@example.test"
+SMTP_CONN_ID = "smtp_default"
 #: The order of the demo: unpaused (and triggered) at the start; once the first extraction finished; once a
 #: triage run finished.
 TRIGGERED = ("scan_monitoring", "findings_extraction")
@@ -55,15 +61,18 @@ AFTER_TRIAGE = ("ticket_creation",)
 
 
 def write_demo_config(source: Path, target: Path, threshold: int = DEMO_APPROVAL_THRESHOLD) -> Path:
-    """``source`` with ``autotriage_triage.approval_threshold`` set to ``threshold``, written to ``target`` (the
-    projects file, relative to ``source``, made absolute)."""
+    """``source`` with ``autotriage_triage.approval_threshold`` set to ``threshold`` and the alerts mailed to
+    ``DEMO_ALERTS_TO`` through ``SMTP_CONN_ID`` (its only channel), written to ``target`` (the projects file,
+    relative to ``source``, made absolute)."""
     config = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
     config.setdefault("autotriage_triage", {})["approval_threshold"] = threshold
+    config.setdefault("alerts", {})["channels"] = [{"type": "smtp", "conn_id": SMTP_CONN_ID, "to": [DEMO_ALERTS_TO]}]
     projects = projects_file_path(load_pipeline_config(source))  # where the source's projects file is
     config.setdefault("project_settings", {})["file"] = str(projects.resolve())
     target.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# Written by make demo from {source.name}: autotriage_triage.approval_threshold is {threshold},\n"
-              "# so the demo's first triage waits for a person's approval. Edit include/pipeline.yaml instead.\n")
+              "# so the demo's first triage waits for a person's approval; the alerts go to the demo's mail catcher\n"
+              f"# ({SMTP_CONN_ID} to {DEMO_ALERTS_TO}). Edit include/pipeline.yaml instead.\n")
     target.write_text(header + yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return target
 
@@ -136,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"port {args.emulator_port} is taken: using a free port for the emulator")
 
     config = write_demo_config(SOURCE_CONFIG, args.home.parent / "pipeline.yaml")
+    mail = MailCatcher(web=True)  # on free loopback ports; threads of this process, started below
     stack = Stack(
         args.home,
         api_host=args.host,
@@ -144,18 +154,21 @@ def main(argv: list[str] | None = None) -> int:
         connections_in_db=True,  # listed in Admin > Connections, with a working Test button
         progress=say,
         startup_timeout=300,
-        extra_env={"FINDINGS_PIPELINE_CONFIG": str(config)},
+        extra_env={"FINDINGS_PIPELINE_CONFIG": str(config),
+                   f"AIRFLOW_CONN_{SMTP_CONN_ID.upper()}": mail.connection_json()},
     )
     # Ctrl-C, SIGTERM and a closed terminal all stop the demo (SIGINT explicitly: a shell that starts the demo in
     # the background leaves SIGINT ignored, and Python then installs no handler of its own)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, raise_keyboard_interrupt)
     try:
+        mail.start()
+        say(f"mail catcher: SMTP on {mail.host}:{mail.port}, messages at {mail.web_url}")
         say(f"AIRFLOW_HOME {stack.home} (kept between starts; --reset to start afresh)")
         stack.start()
         staging = Staging(stack.api, say, stack.ui_url)
         staging.start(trigger=not args.no_trigger)
-        banner(stack, time.monotonic() - t0, config)
+        banner(stack, time.monotonic() - t0, config, mail)
         while True:
             stack.check_alive()
             staging.step()
@@ -170,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         stack.stop()
+        mail.stop()
 
 
-def banner(stack: Stack, seconds: float, config: Path) -> None:
+def banner(stack: Stack, seconds: float, config: Path, mail: MailCatcher) -> None:
     assert stack.emulator is not None
     lines = [
         "",
@@ -185,15 +199,17 @@ def banner(stack: Stack, seconds: float, config: Path) -> None:
         f"Dashboard:    {stack.ui_url}/plugin/findings   (Browse > Findings; its widget on the home page; a "
         "tab on each DAG and run)",
         f"Reports:      {stack.home / 'reports'} (and on the dashboard)",
+        f"Mail:         {mail.web_url}   (the alerts mailed to {DEMO_ALERTS_TO} through {SMTP_CONN_ID}, "
+        f"SMTP {mail.host}:{mail.port})",
         f"Logs:         {stack.log_dir} (components), {stack.home / 'logs'} (tasks)",
         f"Config:       {config} (include/pipeline.yaml with the triage's approval threshold at "
-        f"{DEMO_APPROVAL_THRESHOLD})",
+        f"{DEMO_APPROVAL_THRESHOLD}, alerts to the mail catcher)",
         "",
         "The pipeline: scan_monitoring and findings_extraction run first; once the first extraction has finished,",
         "triage and the governance DAGs start, and the triage waits for your approval (the overview's Approvals",
         "waiting, or Browse > Required Actions); once a triage run has finished, ticket_creation starts. The",
         "emulator's generated scans include failed and never-finished ones: scan_monitoring alerts about them",
-        "(logged, as no alert channel is configured) and stays green.",
+        "and stays green. Every alert (failed scans, the approval waiting) is on the Mail page above.",
         "",
         "Press Ctrl-C to stop every process of the demo.",
         "",

@@ -19,6 +19,7 @@ SHARED_WORKER = {
     "tests/e2e/test_pipeline.py": "airflow-stacks",
     "tests/e2e/test_browser_ui.py": "airflow-stacks",
     "tests/e2e/test_celery.py": "airflow-stacks",
+    "tests/e2e/test_required_actions.py": "airflow-stacks",
 }
 #: The markers of the long modules, longest first: their tests are handed out before the rest.
 LONG_FIRST = ("compose", "e2e", "chaos", "bench", "install", "multiday", "integration")

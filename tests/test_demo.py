@@ -1,5 +1,6 @@
 """The demo's order (``devtools/demo.py``): nothing that reads the warehouse or writes to the service runs before
-the first extraction has finished, tickets wait for a finished triage, and the triage asks for approval."""
+the first extraction has finished, tickets wait for a finished triage, the triage asks for approval, and the
+alerts go to the demo's mail catcher."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from devtools.demo import (
     AFTER_EXTRACTION,
     AFTER_TRIAGE,
     DEMO_APPROVAL_THRESHOLD,
+    SMTP_CONN_ID,
     SOURCE_CONFIG,
     TRIGGERED,
     Staging,
@@ -88,8 +90,11 @@ def test_the_demo_config_is_the_projects_with_a_triage_that_asks_for_approval(tm
     source = load_pipeline_config(SOURCE_CONFIG)
     assert demo.autotriage_triage.approval_threshold == DEMO_APPROVAL_THRESHOLD
     assert source.autotriage_triage.approval_threshold != DEMO_APPROVAL_THRESHOLD
-    strip = {"source", "autotriage_triage", "project_settings"}
+    strip = {"source", "autotriage_triage", "project_settings", "alerts"}
     assert demo.model_dump(exclude=strip) == source.model_dump(exclude=strip)
+    # the alerts go to the demo's mail catcher (tests/test_mail_catcher.py); the rest of the section is the source's
+    assert demo.alerts.model_dump(exclude={"channels"}) == source.alerts.model_dump(exclude={"channels"})
+    assert [c.conn_id for c in demo.alerts.channels] == [SMTP_CONN_ID]
     assert demo.autotriage_triage.model_dump(exclude={"approval_threshold"}) == \
         source.autotriage_triage.model_dump(exclude={"approval_threshold"})
     assert isinstance(demo, PipelineConfig)

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from smtp_inbox import Mailbox  # noqa: E402
 from devtools.environment import EmulatorOptions  # noqa: E402
 from devtools.stack import Stack  # noqa: E402
 
+from .browser import logged_in_page  # noqa: E402
 from .helpers import (  # noqa: E402
     ACTIVE_STACKS,
     ALERTS_TO,
@@ -100,3 +102,10 @@ def pipeline(e2e_stack: Stack) -> PipelineResult:
     TIMINGS["sqlite pipeline (all seven DAGs + Asset chain)"] = result.seconds
     print(result.summary(), flush=True)
     return result
+
+
+@pytest.fixture(scope="module")
+def browser_page(e2e_stack: Stack) -> Iterator[Any]:
+    """Headless Chromium logged in to the e2e stack's UI (``browser.py``), one per browser test module."""
+    with logged_in_page(e2e_stack) as page:
+        yield page

@@ -1,22 +1,14 @@
-"""Browser test: headless Chromium (Debian's ``chromium`` package) driven by Playwright for Python opens the
-Airflow UI of the session's e2e stack, logs in, finds the seven DAGs, opens the pipeline's grid view and checks
-that the last runs succeeded. Screenshots are kept in ``test-artifacts/screenshots/``.
+"""Browser test: headless Chromium (``browser.py``) opens the Airflow UI of the session's e2e stack, logs in, finds
+the seven DAGs, opens the pipeline's grid view and checks that the last runs succeeded. Screenshots are kept in
+``test-artifacts/screenshots/``.
 
 It lives beside the e2e tests (marked ``browser``) so that it reuses the e2e session stack and the runs the
 ``pipeline`` fixture made, instead of starting a second Airflow.
-
-Playwright's own browser download does not work here (no internet): ``make browser-deps`` installs Debian's
-chromium, started with ``executable_path``. Missing chromium or Playwright skips, or fails with REQUIRE_SERVICES=1.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -25,44 +17,14 @@ from findings_provider.names import PIPELINE_DAGS
 
 from devtools.stack import Stack
 
-from .helpers import ARTIFACTS, PipelineResult, skip_or_fail
+from .browser import SCREENSHOTS, TIMEOUT_MS
+from .helpers import PipelineResult
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
-SCREENSHOTS = ARTIFACTS / "screenshots"
-#: Flags this machine needs (closed network; root): see the machine notes.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 #: The DAG whose grid the test reads: the start of the pipeline, run manually and by the scans Asset.
 PIPELINE_DAG = "findings_extraction"
 LAST_RUNS = 3
-TIMEOUT_MS = 30_000
-
-
-def chromium_path() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM_PATH"), shutil.which("chromium"), "/usr/bin/chromium",
-                      shutil.which("chromium-browser")):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    return None
-
-
-def login(page: Any, base_url: str, username: str, password: str) -> None:
-    """The simple auth manager's login form (``/auth/login``), then back to the UI."""
-    page.goto(f"{base_url}/")
-    page.wait_for_url(re.compile(r"/auth/login"), timeout=TIMEOUT_MS)
-    page.locator("input[name=username]").fill(username)
-    page.locator("input[name=password]").fill(password)
-    page.get_by_role("button", name=re.compile("sign in", re.I)).click()
-    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=TIMEOUT_MS)
 
 
 def dag_ids_on_list_page(page: Any, base_url: str, expected: tuple[str, ...]) -> set[str]:
@@ -110,35 +72,6 @@ def run_page_state(page: Any, base_url: str, dag_id: str, run_id: str) -> str:
     badge = heading.locator("xpath=..").locator("[data-testid=state-badge]").first
     expect(badge).to_have_text(re.compile(r"\w"), timeout=TIMEOUT_MS)
     return badge.inner_text().strip().lower()
-
-
-@pytest.fixture(scope="module")
-def browser_page(e2e_stack: Stack) -> Iterator[Any]:
-    chromium = chromium_path()
-    if chromium is None:
-        skip_or_fail("Debian's chromium is not installed (make browser-deps)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        skip_or_fail("playwright (Python) is not installed (pip install -r requirements-test.txt)")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            profile, executable_path=chromium, args=CHROMIUM_FLAGS, headless=True,
-            viewport={"width": 1440, "height": 900},
-        )
-        try:
-            page = context.new_page()
-            page.set_default_timeout(TIMEOUT_MS)
-            login(page, e2e_stack.ui_url, e2e_stack.username, e2e_stack.password)
-            yield page
-        except BaseException:
-            with_page = context.pages[0] if context.pages else None
-            if with_page is not None:
-                with_page.screenshot(path=str(SCREENSHOTS / "failure.png"), full_page=True)
-            raise
-        finally:
-            context.close()
 
 
 def test_dag_list_shows_the_seven_dags(browser_page: Any, e2e_stack: Stack, pipeline: PipelineResult) -> None:
