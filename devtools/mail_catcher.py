@@ -93,7 +93,7 @@ def parse_mail(sender: str, recipients: list[str], content: bytes) -> Mail:
     parts = [p for p in message.walk() if p.get_content_maintype() == "text"]
     plain = [p for p in parts if p.get_content_subtype() == "plain"]
     chosen = plain or parts
-    text = "\n".join(str(p.get_content()) for p in chosen)  # type: ignore[attr-defined]
+    text = "\n".join(str(p.get_content()) for p in chosen)
     return Mail(sender, tuple(recipients), str(message["subject"] or ""), text,
                 html=bool(chosen) and not plain)
 

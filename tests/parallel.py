@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-#: Modules that run on one worker, one after the other: the tests that start real Airflow stacks (the e2e stack is a
-#: session fixture shared by two of them).
+#: Modules that run on one worker, one after the other, in collection order: the tests that start real Airflow stacks
+#: (the e2e stack is a session fixture shared by three of them; test_required_actions.py changes the emulator's
+#: findings after the pipeline run that test_pipeline.py asserts on, so it comes after it).
 SHARED_WORKER = {
     "tests/compose/test_compose_stack.py": "airflow-stacks",
     "tests/e2e/test_pipeline.py": "airflow-stacks",

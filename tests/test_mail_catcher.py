@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from findings_provider.config import load_pipeline_config
+from findings_provider.config import SmtpChannel, load_pipeline_config
 from smtp_inbox import Mailbox
 
 from devtools.demo import DEMO_ALERTS_TO, SMTP_CONN_ID, SOURCE_CONFIG, write_demo_config
@@ -121,6 +121,7 @@ def test_the_demo_mails_its_alerts_to_the_catcher(tmp_path: Path) -> None:
     """The demo's configuration routes the alerts to ``smtp_default``, the connection the catcher gives."""
     demo = load_pipeline_config(write_demo_config(SOURCE_CONFIG, tmp_path / "pipeline.yaml"))
     [channel] = demo.alerts.channels
-    assert (channel.type, channel.conn_id, list(channel.to)) == ("smtp", SMTP_CONN_ID, [DEMO_ALERTS_TO])
+    assert isinstance(channel, SmtpChannel)
+    assert (channel.conn_id, list(channel.to)) == (SMTP_CONN_ID, [DEMO_ALERTS_TO])
     connection = json.loads(MailCatcher().connection_json())
     assert (connection["conn_type"], connection["host"]) == ("smtp", "127.0.0.1")

@@ -73,6 +73,24 @@ def stored_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def wait_until_the_scheduler_saw_the_pause(stack: Stack, run_id: str, try_number: int,
+                                          timeout: float = 120.0) -> None:
+    """Wait until the scheduler has processed the executor's event of the approval task's pause.
+
+    Airflow 3.3 ends the task's process when it pauses for input; an answer given before the scheduler has
+    processed that process's exit is resumed and then failed by the stale event (the task retries and asks again,
+    the answer lost: apache/airflow#71580). A person takes longer than that; a test clicks within seconds, so it
+    waits for the scheduler's log line first.
+    """
+    key = (f"Received executor event with state success for task instance TaskInstanceKey(dag_id='{TRIAGE_DAG}', "
+           f"task_id='{APPROVAL_TASK}', run_id='{run_id}', try_number={try_number}")
+    log = stack.log_of("scheduler")
+    deadline = time.monotonic() + timeout
+    while key not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"the scheduler did not log {key!r} within {timeout:.0f}s ({log})"
+        time.sleep(0.5)
+
+
 def approvals_waiting(page: Any) -> Any:
     """The "Approvals waiting" number of the page's dashboard (the overview's, or the home page widget's)."""
     return page.get_by_text("Approvals waiting", exact=True).first.locator("xpath=..").locator("a")
@@ -108,10 +126,13 @@ def test_an_approval_waiting_is_approved_from_the_ui_and_its_write_happens(
         seq_before = request_seq(stack)
         run_id = stack.api.trigger(TRIAGE_DAG, conf={"approval_threshold": THRESHOLD},
                                    note="e2e: a triage above its approval threshold")["dag_run_id"]
-        wait_for_input(stack, run_id)
+        asking = wait_for_input(stack, run_id)
         assert triage_requests(stack, seq_before) == [], "the triage was sent before anyone approved it"
 
-        # the dashboard's overview lists the approval; its link opens Airflow's Required Actions tab of the task
+        # the home page widget counts it; the dashboard's overview lists it, and its link opens Airflow's Required
+        # Actions tab of the task
+        page.goto(f"{stack.ui_url}/")
+        expect(approvals_waiting(page)).to_have_text("1", timeout=TIMEOUT_MS)
         page.goto(f"{stack.ui_url}/plugin/findings")
         app = page.locator("[data-testid=findings-dashboard]")
         expect(approvals_waiting(page)).to_have_text("1", timeout=TIMEOUT_MS)
@@ -130,7 +151,9 @@ def test_an_approval_waiting_is_approved_from_the_ui_and_its_write_happens(
         expect(approve).to_be_enabled(timeout=TIMEOUT_MS)
         page.screenshot(path=str(SCREENSHOTS / "12-required-action.png"), full_page=True)
         assert triage_requests(stack, seq_before) == []  # still nothing sent: only the click approves
+        wait_until_the_scheduler_saw_the_pause(stack, run_id, asking["try_number"])
         approve.click()
+        expect(page.get_by_text(f"{APPROVAL_TASK} response successful")).to_be_visible(timeout=TIMEOUT_MS)
 
         watch = stack.api.wait_for_run(TRIAGE_DAG, run_id, timeout=300)
         assert watch.state == "success", watch.summary()
