@@ -265,6 +265,8 @@ class Stack:
             "AIRFLOW__CORE__FERNET_KEY": self._state["fernet_key"],
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata_db_url,
+            # the links Airflow builds (an approval's Required Actions page in an alert, a task's log) point here
+            "AIRFLOW__API__BASE_URL": self.api_url,
             "AIRFLOW__API__HOST": self.api_host,
             "AIRFLOW__API__PORT": str(self.api_port),
             "AIRFLOW__API__WORKERS": str(self.api_workers),
