@@ -201,8 +201,8 @@ class BulkUpserter:
         cursor.execute(create_stage)
         in_key_order = heapq.merge(new, changed, key=itemgetter(_ISSUE_TYPE, _ID))
         cursor.copy_expert(copy, io.StringIO(_copy_text(in_key_order)))
-        if changed:
-            cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
+        # every staged finding, the new ones too: a concurrent upsert may have stored one since the lookup
+        cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
         cursor.execute(merge, (now,))
         return int(cursor.rowcount)
 
