@@ -13,7 +13,7 @@ Findings, the large table, are not even sent to the database when unchanged. Eac
 (:func:`.rows.content_digest` of its ``raw``) is stored with it; an upsert first reads the stored digests of the
 page's keys (one indexed query per issue type) and writes only the findings that are new (a plain ``INSERT``) or
 whose digest differs (the upsert, ``WHERE t.digest IS DISTINCT FROM excluded.digest``); an unchanged page costs
-that one query. A finding stored before the digest existed (``digest`` NULL) counts as changed once: it is written
+that lookup only. A finding stored before the digest existed (``digest`` NULL) counts as changed once: it is written
 with its digest, keeping its ``synced_at`` when its ``raw`` is unchanged. On SQLite the write lock is taken before
 the lookup; on PostgreSQL a concurrent upsert of the same finding may write between the lookup and the write
 (either one's reading of the service is then kept, as when two upserts cross without the lookup).
