@@ -18,8 +18,8 @@ SECRETS_ONLY_IN_REFERENCE = {"rule_name", "triage_state", "triage_reason", "firs
 TIMESTAMPS = {"relevant_since", "triaged_at", "state_updated_at"}
 #: Both emulators generate their data relative to their own start: timestamps differ by that much.
 CLOCK_SLACK = timedelta(minutes=5)
-#: Columns that are not canonical values: the bytes as received, and when this warehouse wrote the row.
-NOT_CANONICAL = {"raw", "synced_at"}
+#: Columns that are not canonical values: the bytes as received, their digest, and when this warehouse wrote the row.
+NOT_CANONICAL = {"raw", "digest", "synced_at"}
 
 
 def finding_rows_of(database: Path) -> dict[tuple[str, int], dict[str, Any]]:

@@ -8,9 +8,11 @@ from typing import Any
 
 from findings_provider.warehouse import Warehouse, finding_row_from_dict
 from findings_provider.warehouse.history import SNAPSHOT_KEY, snapshot_counts
-from findings_provider.warehouse.schema import finding_events, finding_snapshots
-from sqlalchemy import inspect, select
+from findings_provider.warehouse.rows import content_digest
+from findings_provider.warehouse.schema import finding_events, finding_snapshots, findings
+from sqlalchemy import inspect, select, update
 from sqlalchemy.engine import Engine
+from warehouse_rows import stored
 
 
 def finding(finding_id: int, issue_type: str = "sast", **fields) -> tuple:
@@ -71,6 +73,39 @@ def test_a_page_of_new_and_stored_findings_writes_the_new_and_the_changed(wareho
     assert written == 3  # sca 3, sast 2 (changed), sast 3; sast 1 is unchanged
     assert warehouse.count_findings() == 4
     assert events(warehouse.engine) == [("sast", 2, "status", "open", "fixed", None)]
+
+
+def test_a_change_outside_the_history_fields_is_written_without_an_event(warehouse: Warehouse):
+    warehouse.upsert_findings([finding(1, rule={"message": "old"})])
+    ((first_sync,),) = stored(warehouse, findings, "synced_at")
+    assert warehouse.upsert_findings([finding(1, rule={"message": "new"})]) == 1
+    ((raw, synced_at),) = stored(warehouse, findings, "raw", "synced_at")
+    assert '"new"' in raw
+    assert synced_at > first_sync
+    assert events(warehouse.engine) == []
+
+
+def test_a_finding_stored_without_a_digest_is_written_once(warehouse: Warehouse):
+    """A finding stored before the digest existed counts as changed once: written with its digest (its changes
+    recorded; ``synced_at`` kept when ``raw`` is the same), then skipped like any other."""
+    warehouse.upsert_findings([finding(1), finding(2), finding(3, "sca")])
+    with warehouse.engine.begin() as conn:
+        conn.execute(update(findings).values(digest=None))
+    before = {(t, i): (s, r) for t, i, s, r in stored(warehouse, findings, "issue_type", "id", "synced_at", "raw")}
+    page = [finding(1), finding(2, status="fixed"), finding(3, "sca")]
+
+    assert warehouse.upsert_findings(page) == 3
+    after = stored(warehouse, findings, "issue_type", "id", "synced_at", "raw", "digest")
+    assert [digest for *_, raw, digest in after] == [content_digest(raw) for *_, raw, _ in after]
+    unchanged = {(t, i): (s, r) for t, i, s, r, _ in after if (t, i) != ("sast", 2)}
+    assert unchanged == {key: value for key, value in before.items() if key != ("sast", 2)}
+    (changed_sync,) = [s for t, i, s, *_ in after if (t, i) == ("sast", 2)]
+    assert changed_sync > before[("sast", 2)][0]
+    assert events(warehouse.engine) == [("sast", 2, "status", "open", "fixed", None)]
+
+    assert warehouse.upsert_findings(page) == 0
+    assert stored(warehouse, findings, "issue_type", "id", "synced_at", "raw", "digest") == after
+    assert len(events(warehouse.engine)) == 1
 
 
 def snapshot(engine: Engine, day: str) -> set[tuple]:

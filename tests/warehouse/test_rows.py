@@ -365,8 +365,9 @@ def test_objects_without_an_id_are_errors(builder, item):
 )
 def test_row_columns_are_the_table_columns_but_synced_at(table, columns):
     assert len(set(columns)) == len(columns)
-    # findings.counted is not the row's: warehouse.branches computes it over all copies of a finding
-    computed = {"counted"} if table is schema.findings else set()
+    # findings.counted is not the row's: warehouse.branches computes it over all copies of a finding; the store
+    # adds findings.digest (rows.content_digest of raw) as it adds synced_at
+    computed = {"counted", "digest"} if table is schema.findings else set()
     assert set(table.c.keys()) == {*columns, "synced_at", *computed}
 
 

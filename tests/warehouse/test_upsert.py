@@ -3,21 +3,29 @@ byte for byte, the last of duplicate keys wins) and the other API tables."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import msgspec
 import orjson
 import pytest
 from findings_provider.warehouse import (
+    Warehouse,
     dependency_repository_rows,
     dependency_rows,
     finding_row_from_dict,
     finding_rows,
+    make_engine,
     policy_rule_rows,
     scan_rows,
 )
+from findings_provider.warehouse.rows import content_digest
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, findings, policy_rules, scans
-from sqlalchemy import func, select
+from psycopg2.errors import ReadOnlySqlTransaction
+from sqlalchemy import event, func, select
+from sqlalchemy.engine import Engine
 from warehouse_rows import finding, stored
 
 # JSON text whose bytes must survive both dialects' bulk paths: whitespace including tab and newline between
@@ -125,6 +133,65 @@ def test_timestamps_compare_as_instants(warehouse, engine):
 def test_empty_upsert_writes_nothing(warehouse):
     assert warehouse.upsert_findings([]) == 0
     assert warehouse.count_findings() == 0
+
+
+# --- findings: only the new and changed reach the database ----------------------------------------
+
+#: A statement that changes something (SQLite's trace of a connection shows each statement it runs).
+WRITE = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER)\b", re.IGNORECASE)
+
+
+@contextmanager
+def observed(engine: Engine) -> Iterator[tuple[Warehouse, list[str]]]:
+    """A warehouse on ``engine``'s database whose writes show: on SQLite the statements that write, of every
+    connection it opens, are listed; on PostgreSQL its sessions are read-only, so any write (a temporary staging
+    table included) raises."""
+    writes: list[str] = []
+    if engine.dialect.name == "sqlite":
+        watched = make_engine(engine.url)
+
+        def trace(dbapi_connection, _record) -> None:
+            dbapi_connection.set_trace_callback(lambda sql: writes.append(sql) if WRITE.match(sql) else None)
+
+        event.listen(watched, "connect", trace)
+    else:
+        options = f"{engine.url.query['options']} -cdefault_transaction_read_only=on"
+        watched = make_engine(engine.url.update_query_dict({"options": options}))
+    try:
+        yield Warehouse(watched), writes
+    finally:
+        watched.dispose()
+
+
+def test_an_unchanged_page_sends_no_write_to_the_database(warehouse, engine):
+    rows = [finding(i, severity="high") for i in range(1, 51)]
+    rows.append(finding_row_from_dict("sca", {"id": 3, "status": "open"}))  # same id, other issue type
+    assert warehouse.upsert_findings(rows) == 51
+    before = stored(engine, findings, "issue_type", "id", "synced_at", "raw", "digest")
+    assert [digest for *_, raw, digest in before] == [content_digest(raw) for *_, raw, _ in before]
+
+    with observed(engine) as (store, writes):
+        assert store.upsert_findings(rows) == 0
+        assert writes == []
+        # the observation sees a write when there is one
+        if engine.dialect.name == "sqlite":
+            assert store.upsert_findings([finding(1, severity="low")]) == 1
+            assert any("ON CONFLICT" in sql for sql in writes)
+        else:
+            with pytest.raises(ReadOnlySqlTransaction):
+                store.upsert_findings([finding(1, severity="low")])
+    after = stored(engine, findings, "issue_type", "id", "synced_at", "raw", "digest")
+    assert [row for row in after if row[:2] != ("sast", 1)] == [row for row in before if row[:2] != ("sast", 1)]
+
+
+def test_a_change_only_in_raw_is_written_with_its_digest(warehouse, engine):
+    warehouse.upsert_findings([finding(1, rule={"message": "old"}), finding(2)])
+    ((first_sync, first_digest),) = stored(engine, findings, "synced_at", "digest", id=1)
+    assert warehouse.upsert_findings([finding(1, rule={"message": "new"}), finding(2)]) == 1
+    ((raw, digest, synced_at),) = stored(engine, findings, "raw", "digest", "synced_at", id=1)
+    assert orjson.loads(raw)["rule"] == {"message": "new"}
+    assert digest == content_digest(raw) != first_digest
+    assert synced_at > first_sync
 
 
 # --- other API tables -----------------------------------------------------------------------------

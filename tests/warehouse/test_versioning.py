@@ -30,12 +30,13 @@ from findings_provider.warehouse import (
     versioning,
 )
 from findings_provider.warehouse.__main__ import main
-from findings_provider.warehouse.schema import findings, metadata
+from findings_provider.warehouse.rows import content_digest
+from findings_provider.warehouse.schema import finding_events, findings, metadata
 from findings_provider.warehouse.versioning import VERSION_TABLE
-from sqlalchemy import column, event, inspect, select, table, text
+from sqlalchemy import column, event, func, inspect, select, table, text
 from sqlalchemy.engine import Engine
 
-from devtools.warehouse import make_pre_versioning_warehouse
+from devtools.warehouse import make_pre_versioning_warehouse, store_findings
 
 #: The test-only revision after the shipped head (a nullable finding column filled from raw, and a new table).
 FIXTURE = Path(__file__).with_name("migrations_fixture")
@@ -214,6 +215,29 @@ def test_a_warehouse_made_before_versioning_is_stamped_0001_then_upgraded_throug
     with engine.connect() as conn:
         got = dict(conn.execute(text("SELECT id, fixture_raw_status FROM findings")).all())
     assert got == {691234: "FINDING_STATUS_OPEN", 17: "open", 18: "open", 19: "open"}
+
+
+def test_findings_stored_before_the_content_digest_are_written_once_after_the_upgrade(engine):
+    """Findings stored at revision 0005 have no digest (``findings.digest``, revision 0006_content_digest): the
+    first upsert after the upgrade writes each of them once, with its digest, keeping its ``synced_at`` (its raw is
+    unchanged) and recording no event; the next upsert writes none."""
+    assert versioning.upgrade(engine, target="0005") == "0005"
+    store_findings(engine, {t: [raw(item)] for t, item in ITEMS.items()})
+    Warehouse(engine).create_all()
+    columns = (findings.c.issue_type, findings.c.id, findings.c.synced_at, findings.c.raw, findings.c.digest)
+    with engine.connect() as conn:
+        before = conn.execute(select(*columns).order_by(findings.c.issue_type)).all()
+    assert [r.digest for r in before] == [None] * len(ITEMS)
+
+    store = Warehouse(engine, run_id="after-upgrade")
+    page = [row for t, item in ITEMS.items() for row in finding_rows(t, [raw(item)])]
+    assert store.upsert_findings(page) == len(ITEMS)
+    with engine.connect() as conn:
+        after = conn.execute(select(*columns).order_by(findings.c.issue_type)).all()
+        assert conn.execute(select(func.count()).select_from(finding_events)).scalar_one() == 0
+    assert [r[:4] for r in after] == [r[:4] for r in before]
+    assert [r.digest for r in after] == [content_digest(r.raw) for r in after]
+    assert store.upsert_findings(page) == 0
 
 
 # --- the fast path --------------------------------------------------------------------------------

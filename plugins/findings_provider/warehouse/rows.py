@@ -29,11 +29,13 @@ column and the reason. ``raw`` is ``text`` on both databases, never ``jsonb``, s
 ``\\u0000`` escape are stored in it as received (a query that casts ``raw`` to ``jsonb`` on PostgreSQL must
 expect that cast to fail for such a finding).
 
-Rows are tuples in the order of the module's ``*_COLUMNS`` constants; ``synced_at`` is added by the store.
+Rows are tuples in the order of the module's ``*_COLUMNS`` constants; ``synced_at`` (and a finding's ``digest``,
+:func:`content_digest` of its ``raw``) is added by the store.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -186,6 +188,16 @@ _decode_scan = msgspec.json.Decoder(_Scan).decode
 _decode_rule = msgspec.json.Decoder(_Rule).decode
 _decode_dependency = msgspec.json.Decoder(_Dependency).decode
 _decode_repository = msgspec.json.Decoder(_RepositorySummary).decode
+
+
+def content_digest(raw: str) -> int:
+    """The digest of a finding's ``raw`` JSON text, stored beside it (``findings.digest``): the 64-bit BLAKE2b of its
+    UTF-8 bytes (the bytes the page gave), as a signed integer (a ``BIGINT``).
+
+    The upsert compares it, not the 2-3 KB text, to tell an unchanged finding from a changed one. Two different
+    texts share a digest with probability 2**-64 (such a change would be stored with the finding's next change).
+    """
+    return int.from_bytes(hashlib.blake2b(raw.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def _text(value: object) -> str | None:

@@ -111,6 +111,9 @@ findings = Table(
     # findings_provider.warehouse.branches): one per fingerprint, every secret
     Column("counted", Boolean),
     Column("raw", Text, nullable=False),
+    # rows.content_digest of raw (revision 0006): what the upsert compares to skip an unchanged finding; NULL for a
+    # finding stored before that revision, until it is next read (then written once, with its digest)
+    Column("digest", BigInteger),
     _synced_at(),
     PrimaryKeyConstraint("issue_type", "id", name="pk_findings"),
     # covers the daily snapshot's counts and the dashboard's (issue type, status, severity, repository): read

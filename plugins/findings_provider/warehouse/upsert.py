@@ -2,13 +2,21 @@
 
 Bulk upserts (findings and the other API tables) bypass SQLAlchemy's per-row work:
 
-- SQLite: DBAPI ``executemany`` of ``INSERT ... ON CONFLICT DO UPDATE ... WHERE t.raw IS NOT excluded.raw``
-  (findings: the page's stored keys are looked up first, the new rows go through a plain ``INSERT``);
+- SQLite: DBAPI ``executemany`` of ``INSERT ... ON CONFLICT DO UPDATE ... WHERE t.raw IS NOT excluded.raw``;
 - PostgreSQL: ``COPY`` into a temporary staging table, then one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE
   ... WHERE t.raw IS DISTINCT FROM excluded.raw`` (measured faster than batched ``execute_values``).
 
 A row whose ``raw`` JSON is unchanged is not written at all (its ``synced_at`` keeps the time its content was
 last written), so a re-sync writes nothing new. Rows are the tuples of :mod:`.rows`.
+
+Findings, the large table, are not even sent to the database when unchanged. Each one's ``digest``
+(:func:`.rows.content_digest` of its ``raw``) is stored with it; an upsert first reads the stored digests of the
+page's keys (one indexed query per issue type) and writes only the findings that are new (a plain ``INSERT``) or
+whose digest differs (the upsert, ``WHERE t.digest IS DISTINCT FROM excluded.digest``); an unchanged page costs
+that lookup only. A finding stored before the digest existed (``digest`` NULL) counts as changed once: it is written
+with its digest, keeping its ``synced_at`` when its ``raw`` is unchanged. On SQLite the write lock is taken before
+the lookup; on PostgreSQL a concurrent upsert of the same finding may write between the lookup and the write
+(either one's reading of the service is then kept, as when two upserts cross without the lookup).
 
 On PostgreSQL a lost connection (the server restarted, or the session was terminated) does not fail an operation
 whose repetition is harmless: upserts, and the warehouse's pipeline state, reads and triage outcome updates
@@ -19,6 +27,7 @@ back by the server, so a page upsert is repeated whole.
 
 from __future__ import annotations
 
+import heapq
 import io
 import logging
 import time
@@ -41,6 +50,7 @@ from .rows import (
     POLICY_RULE_COLUMNS,
     SCAN_COLUMNS,
     Row,
+    content_digest,
 )
 from .schema import dependencies, dependency_repositories, findings, policy_rules, scans
 from .timestamps import utc_now_text
@@ -53,6 +63,8 @@ _INSERTS: dict[str, Callable[[Table], Any]] = {"sqlite": sqlite.insert, "postgre
 RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: SQLSTATEs of a server that is shutting down or starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
 _SHUTDOWN_CODES = ("57P01", "57P02", "57P03")
+_RAW = FINDING_COLUMNS.index("raw")
+_ISSUE_TYPE, _ID = FINDING_COLUMNS.index("issue_type"), FINDING_COLUMNS.index("id")
 
 
 class BulkUpserter:
@@ -78,12 +90,30 @@ class BulkUpserter:
     # --- bulk upserts -----------------------------------------------------------------------------
 
     def upsert_findings(self, rows: Sequence[Row]) -> int:
-        """Insert or update findings (``FINDING_COLUMNS`` tuples) in one transaction; return rows written.
+        """Insert or update findings (``FINDING_COLUMNS`` tuples) in one transaction; return rows written (new ones,
+        changed ones, and stored ones without a digest yet).
 
-        In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
+        Only the findings whose ``digest`` differs from the stored one are sent to the database (see the module's
+        docstring). In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
         ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`).
         """
-        return self._upsert(findings, FINDING_COLUMNS, rows, history=True)
+        unique = _unique(findings, FINDING_COLUMNS, rows)
+        if not unique:
+            return 0
+        now = utc_now_text()
+        digests = [content_digest(row[_RAW]) for row in unique]
+
+        def write() -> int:
+            with self.engine.begin() as conn:
+                cursor = conn.connection.cursor()
+                try:
+                    if conn.dialect.name == "postgresql":
+                        return self._postgresql_findings(conn, cursor, unique, digests, now)
+                    return self._sqlite_findings(conn, cursor, unique, digests, now)
+                finally:
+                    cursor.close()
+
+        return self._reconnecting(f"upsert of {len(unique)} findings rows", write)
 
     def upsert_scans(self, rows: Sequence[Row]) -> int:
         """Insert or update scans (``SCAN_COLUMNS`` tuples); return rows written."""
@@ -101,21 +131,9 @@ class BulkUpserter:
         """Insert or update repository summaries (``DEPENDENCY_REPOSITORY_COLUMNS``); return rows written."""
         return self._upsert(dependency_repositories, DEPENDENCY_REPOSITORY_COLUMNS, rows)
 
-    def _upsert(
-        self,
-        table: Table,
-        columns: tuple[str, ...],
-        rows: Sequence[Row],
-        *,
-        history: bool = False,
-    ) -> int:
-        """Upsert rows keyed by the table's primary key; of duplicate keys in ``rows`` the last one wins.
-
-        Rows are written in key order so that concurrent upserts of overlapping pages cannot deadlock. With
-        ``history`` (findings), the changes of ``HISTORY_FIELDS`` are recorded in the same transaction.
-        """
-        key = itemgetter(*(columns.index(column.name) for column in table.primary_key.columns))
-        unique = sorted({key(row): row for row in rows}.values(), key=key)
+    def _upsert(self, table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> int:
+        """Upsert rows keyed by the table's primary key (see :func:`_unique`); return the rows written."""
+        unique = _unique(table, columns, rows)
         if not unique:
             return 0
         now = utc_now_text()
@@ -128,62 +146,68 @@ class BulkUpserter:
                         create_stage, copy, merge = self._sql(conn, table, columns)
                         cursor.execute(create_stage)
                         cursor.copy_expert(copy, io.StringIO(_copy_text(unique)))
-                        if history:
-                            cursor.execute(postgresql_events(_stage(table), _target(conn, table)),
-                                           (now, self.run_id))
                         cursor.execute(merge, (now,))
-                    elif history:
-                        return self._sqlite_history_upsert(conn, cursor, table, columns, unique, now)
                     else:
-                        upsert = self._sql(conn, table, columns)[0]
+                        (upsert,) = self._sql(conn, table, columns)
                         cursor.executemany(upsert, [(*row, now) for row in unique])
                     # A lost connection raises here as the driver's error; the rollback on the way out then fails
                     # as a SQLAlchemy error marked as a disconnect (and the pool is invalidated).
-                    written = int(cursor.rowcount)
-                    if history and conn.dialect.name == "sqlite":
-                        cursor.execute(SQLITE_CLEAR)
-                    return written
+                    return int(cursor.rowcount)
                 finally:
                     cursor.close()
 
         return self._reconnecting(f"upsert of {len(unique)} {table.name} rows", write)
 
-    def _sqlite_history_upsert(
-        self, conn: Connection, cursor: Any, table: Table, columns: tuple[str, ...], unique: list[Row], now: str
+    def _sqlite_findings(
+        self, conn: Connection, cursor: Any, unique: list[Row], digests: list[int], now: str
     ) -> int:
-        """SQLite, with history (findings): rows not stored yet by a plain ``INSERT``, the others by the upsert.
+        """SQLite: new findings by a plain ``INSERT``, changed ones by the upsert (its history trigger records
+        their changes), unchanged ones not at all.
 
         With the history trigger on the table, SQLite's ``INSERT ... ON CONFLICT DO UPDATE`` costs about twice the
         CPU of a plain ``INSERT`` even for rows that do not conflict (the first load's figures before and after are
-        in ``CHANGELOG.md``), so the stored keys of the page are looked up first (one indexed query per
-        issue type) and only the rows already stored go through the upsert. The write lock is taken before the
-        lookup (``BEGIN IMMEDIATE``): no other writer can store one of the new keys in between.
+        in ``CHANGELOG.md``), so the new rows skip it. The write lock is taken before the lookup of the stored
+        digests (``BEGIN IMMEDIATE``): no other writer can store or change one of the page's findings in between.
         """
-        upsert, insert, lookup = self._sql(conn, table, columns)
+        lookup, insert, upsert = self._sql(conn, findings, FINDING_COLUMNS)
         driver = conn.connection.driver_connection
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
-        for statement in SQLITE_HISTORY_SETUP:
-            cursor.execute(statement)
-        cursor.execute(SQLITE_SET, (self.run_id, now))
-        first, second = (columns.index(column.name) for column in table.primary_key.columns)
-        stored: set[tuple[Any, Any]] = set()
-        for value, group in groupby(unique, key=itemgetter(first)):
-            cursor.execute(lookup, (value, orjson.dumps([row[second] for row in group]).decode()))
-            stored.update(cursor.fetchall())
+        stored = _stored_digests(cursor, lookup, unique, lambda ids: orjson.dumps(ids).decode())
+        new, changed = _to_write(unique, digests, stored, now)
         written = 0
-        new = [(*row, now) for row in unique if (row[first], row[second]) not in stored]
         if new:
             cursor.executemany(insert, new)
             written += int(cursor.rowcount)
-        if stored:
-            cursor.executemany(upsert, [(*row, now) for row in unique if (row[first], row[second]) in stored])
+        if changed:
+            for statement in SQLITE_HISTORY_SETUP:
+                cursor.execute(statement)
+            cursor.execute(SQLITE_SET, (self.run_id, now))
+            cursor.executemany(upsert, changed)
             written += int(cursor.rowcount)
-        cursor.execute(SQLITE_CLEAR)
+            cursor.execute(SQLITE_CLEAR)
         return written
 
+    def _postgresql_findings(
+        self, conn: Connection, cursor: Any, unique: list[Row], digests: list[int], now: str
+    ) -> int:
+        """PostgreSQL: the new and changed findings copied into the staging table, their history recorded, then
+        merged; nothing more when every finding is unchanged."""
+        lookup, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
+        stored = _stored_digests(cursor, lookup, unique, list)
+        new, changed = _to_write(unique, digests, stored, None)
+        if not new and not changed:
+            return 0
+        cursor.execute(create_stage)
+        in_key_order = heapq.merge(new, changed, key=itemgetter(_ISSUE_TYPE, _ID))
+        cursor.copy_expert(copy, io.StringIO(_copy_text(in_key_order)))
+        # every staged finding, the new ones too: a concurrent upsert may have stored one since the lookup
+        cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
+        cursor.execute(merge, (now,))
+        return int(cursor.rowcount)
+
     def _sql(self, conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
-        """Build (once per table) the dialect's upsert statements for ``columns`` plus ``synced_at``."""
+        """Build (once per table) the dialect's upsert statements of ``table`` (see :func:`_upsert_sql`)."""
         statements = self._statements.get(table.name)
         if statements is None:
             statements = _upsert_sql(conn, table, columns)
@@ -224,32 +248,88 @@ def _target(conn: Connection, table: Table) -> str:
     return conn.dialect.identifier_preparer.format_table(table)
 
 
+def _unique(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> list[Row]:
+    """``rows`` without duplicate keys (the table's primary key; of duplicates the last one wins), in key order, so
+    that concurrent upserts of overlapping pages cannot deadlock."""
+    key = itemgetter(*(columns.index(column.name) for column in table.primary_key.columns))
+    return sorted({key(row): row for row in rows}.values(), key=key)
+
+
+def _stored_digests(
+    cursor: Any, lookup: str, unique: list[Row], ids_param: Callable[[list[Any]], Any]
+) -> dict[tuple[str, int], int | None]:
+    """The stored digests of the findings ``unique`` (sorted by key) holds, by key: one ``lookup`` per issue type,
+    its parameters the issue type and ``ids_param`` of the ids."""
+    stored: dict[tuple[str, int], int | None] = {}
+    for issue_type, group in groupby(unique, key=itemgetter(_ISSUE_TYPE)):
+        cursor.execute(lookup, (issue_type, ids_param([row[_ID] for row in group])))
+        stored.update(((issue_type, ident), digest) for ident, digest in cursor.fetchall())
+    return stored
+
+
+def _to_write(
+    unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None], now: str | None
+) -> tuple[list[Row], list[Row]]:
+    """The findings to write, new and changed (a digest differs, or none is stored), each extended by its digest
+    (and ``now``, the ``synced_at`` of the SQLite statements, unless None)."""
+    tail: tuple[Any, ...] = () if now is None else (now,)
+    new: list[Row] = []
+    changed: list[Row] = []
+    missing = object()
+    for row, digest in zip(unique, digests, strict=True):
+        before = stored.get((row[_ISSUE_TYPE], row[_ID]), missing)
+        if before is missing:
+            new.append((*row, digest, *tail))
+        elif before != digest:
+            changed.append((*row, digest, *tail))
+    return new, changed
+
+
 def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
-    """Return the upsert statements of ``table`` for ``conn``'s dialect (SQLite: one; PostgreSQL: three)."""
+    """The upsert statements of ``table`` for ``conn``'s dialect; they write ``columns`` plus ``synced_at``.
+
+    A table without a ``digest`` column: SQLite (the upsert,); PostgreSQL (create the stage, copy into it, merge),
+    each rewriting a row only when its ``raw`` differs. ``findings`` (``columns`` then ``digest``, compared
+    instead of ``raw``; a ``raw`` unchanged keeps its ``synced_at``): SQLite (lookup, insert, upsert); PostgreSQL
+    (lookup, create the stage, copy into it, merge). The lookup's parameters: an issue type and its ids (SQLite:
+    as a JSON array).
+    """
     quote = conn.dialect.identifier_preparer.quote
     target = _target(conn, table)
-    names = ", ".join(quote(column) for column in columns)
+    postgres = conn.dialect.name == "postgresql"
+    distinct = "IS DISTINCT FROM" if postgres else "IS NOT"
+    digest = "digest" in table.c
+    written = (*columns, "digest") if digest else columns
+    names = ", ".join(quote(column) for column in written)
     keys = [column.name for column in table.primary_key.columns]
-    updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in (*columns, "synced_at") if c not in keys)
-    on_conflict = f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {updates}"
-    if conn.dialect.name == "postgresql":
+    updates = [f"{quote(c)} = excluded.{quote(c)}" for c in written if c not in keys]
+    if digest:
+        updates.append(f"synced_at = CASE WHEN {target}.raw {distinct} excluded.raw THEN excluded.synced_at "
+                       f"ELSE {target}.synced_at END")
+        changed = f"{target}.digest {distinct} excluded.digest"
+    else:
+        updates.append("synced_at = excluded.synced_at")
+        changed = f"{target}.raw {distinct} excluded.raw"
+    on_conflict = (f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {', '.join(updates)} "
+                   f"WHERE {changed}")
+    lookup: tuple[str, ...] = ()
+    if digest:
+        first, second = (quote(k) for k in keys)
+        ids = "= ANY(CAST(%s AS bigint[]))" if postgres else "IN (SELECT value FROM json_each(?))"
+        mark = "%s" if postgres else "?"
+        lookup = (f"SELECT {second}, digest FROM {target} WHERE {first} = {mark} AND {second} {ids}",)
+    if postgres:
         stage = _stage(table)
         return (
+            *lookup,
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
             f"INSERT INTO {target} ({names}, synced_at) SELECT {names}, CAST(%s AS timestamptz) FROM {stage} "
-            f"{on_conflict} WHERE {target}.raw IS DISTINCT FROM excluded.raw",
+            f"{on_conflict}",
         )
-    placeholders = ", ".join("?" * (len(columns) + 1))
+    placeholders = ", ".join("?" * (len(written) + 1))
     insert = f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders})"
-    upsert = f"{insert} {on_conflict} WHERE {target}.raw IS NOT excluded.raw"
-    if len(keys) != 2:
-        return (upsert,)
-    # which keys of a page are stored: params (first key column's value, JSON array of the second's)
-    first, second = (quote(k) for k in keys)
-    lookup = (f"SELECT {first}, {second} FROM {target} "
-              f"WHERE {first} = ? AND {second} IN (SELECT value FROM json_each(?))")
-    return upsert, insert, lookup
+    return (*lookup, insert, f"{insert} {on_conflict}") if digest else (f"{insert} {on_conflict}",)
 
 
 def _copy_field(value: Any) -> str:
