@@ -33,6 +33,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from .branches import counted_on_insert
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -232,19 +233,31 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     keys = [column.name for column in table.primary_key.columns]
     updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in (*columns, "synced_at") if c not in keys)
     on_conflict = f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {updates}"
+    # findings: a new row's ``counted`` mark (branches.counted_on_insert); not in ``on_conflict``'s SET: an update
+    # keeps the stored row's mark
+    marks = table is findings
     if conn.dialect.name == "postgresql":
         stage = _stage(table)
+        fingerprint = [f"s.{quote(c)}" for c in ("issue_type", "repository_name", "match_based_id")]
+        mark = ", " + counted_on_insert(
+            "postgresql", target, *fingerprint,
+            copies_in_batch=f"count(*) OVER (PARTITION BY {', '.join(fingerprint)})") if marks else ""
         return (
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
-            f"INSERT INTO {target} ({names}, synced_at) SELECT {names}, CAST(%s AS timestamptz) FROM {stage} "
+            f"INSERT INTO {target} ({names}, synced_at{', counted' if marks else ''}) "
+            f"SELECT {names}, CAST(%s AS timestamptz){mark} FROM {stage} AS s "
             f"{on_conflict} WHERE {target}.raw IS DISTINCT FROM excluded.raw",
         )
     placeholders = ", ".join("?" * (len(columns) + 1))
-    insert = f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders})"
-    upsert = f"{insert} {on_conflict} WHERE {target}.raw IS NOT excluded.raw"
-    if len(keys) != 2:
+    upsert = (f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders}) "
+              f"{on_conflict} WHERE {target}.raw IS NOT excluded.raw")
+    if not marks:
         return (upsert,)
+    # the mark reads the row's own parameters again by number (?N is the N-th column)
+    mark = counted_on_insert("sqlite", target, *(f"?{columns.index(c) + 1}"
+                                                 for c in ("issue_type", "repository_name", "match_based_id")))
+    insert = f"INSERT INTO {target} ({names}, synced_at, counted) VALUES ({placeholders}, {mark})"
     # which keys of a page are stored: params (first key column's value, JSON array of the second's)
     first, second = (quote(k) for k in keys)
     lookup = (f"SELECT {first}, {second} FROM {target} "
