@@ -238,15 +238,19 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     marks = table is findings
     if conn.dialect.name == "postgresql":
         stage = _stage(table)
-        fingerprint = [f"s.{quote(c)}" for c in ("issue_type", "repository_name", "match_based_id")]
-        mark = ", " + counted_on_insert(
-            "postgresql", target, *fingerprint,
-            copies_in_batch=f"count(*) OVER (PARTITION BY {', '.join(fingerprint)})") if marks else ""
+        source, mark = f"{stage} AS s", ""
+        if marks:  # the copies in the page counted over the key columns only (a window over whole rows sorts them)
+            fingerprint = ", ".join(quote(c) for c in ("issue_type", "repository_name", "match_based_id"))
+            key = " AND ".join(f"c.{quote(k)} = s.{quote(k)}" for k in keys)
+            source += (f" JOIN (SELECT {', '.join(quote(k) for k in keys)}, count(*) OVER (PARTITION BY {fingerprint})"
+                       f" AS copies FROM {stage}) AS c ON {key}")
+            mark = ", " + counted_on_insert("postgresql", target, *(f"s.{quote(c)}" for c in (
+                "issue_type", "repository_name", "match_based_id")), copies_in_batch="c.copies")
         return (
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
             f"INSERT INTO {target} ({names}, synced_at{', counted' if marks else ''}) "
-            f"SELECT {names}, CAST(%s AS timestamptz){mark} FROM {stage} AS s "
+            f"SELECT {', '.join(f's.{quote(c)}' for c in columns)}, CAST(%s AS timestamptz){mark} FROM {source} "
             f"{on_conflict} WHERE {target}.raw IS DISTINCT FROM excluded.raw",
         )
     placeholders = ", ".join("?" * (len(columns) + 1))
@@ -271,7 +275,9 @@ def _copy_field(value: Any) -> str:
         return "\\N"
     if value.__class__ is not str:
         return str(value)
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:  # most values have none: no call
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
 
 
 def _copy_text(rows: Iterable[Row]) -> str:
