@@ -27,7 +27,8 @@ statements are called per page, so it does not show.
 
     PYTHONPATH=plugins:include:bench python bench/phases.py --findings 100000 --out /tmp/phases.json
 
-Prints one Markdown table per warehouse (seconds per 100,000 findings, and the wall and CPU seconds of each pull)
+Prints one Markdown table per warehouse (seconds per 100,000 findings, and the wall and CPU seconds of each pull;
+on PostgreSQL also the CPU seconds of the server's sessions, when the server runs on this machine)
 and writes everything to ``--out``. PostgreSQL: a scratch database on the server of ``--pg-admin-url`` (default:
 ``FINDINGS_PG_HOST``/``_PORT``/``_USER``, as ``devtools/services.py``), dropped at the end; ``--backends sqlite``
 leaves it out.
@@ -39,6 +40,7 @@ import argparse
 import contextlib
 import gc
 import logging
+import os
 import tempfile
 import threading
 import time
@@ -294,6 +296,23 @@ def phase_seconds(timers: Timers, isolation: bool) -> dict[str, float]:
     return out
 
 
+def server_cpu(engine: Any) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL session on the warehouse's database, read from ``/proc`` (a server on this
+    machine; empty otherwise, or on SQLite). The server's share of a pull, which its wall time hides on a busy
+    machine."""
+    if engine.dialect.name != "postgresql":
+        return {}
+    with engine.connect() as conn:
+        pids = [int(p) for p in conn.exec_driver_sql(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()").scalars()]
+    seconds = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            seconds[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
 def one_pull(database_url: str, source: Source, *, isolation: bool) -> dict[str, Any]:
     """One full pull of sast and sca through ``run_extraction``; its phases and totals."""
     from findings_provider.client import FindingsClient
@@ -308,18 +327,21 @@ def one_pull(database_url: str, source: Source, *, isolation: bool) -> dict[str,
     try:
         with FindingsClient(source.base_url, source.token, deployment_id=source.deployment_id,
                             deployment_slug=source.slug) as client:
+            server_before = server_cpu(engine)
             with instrumented(timers, warehouse, isolation=isolation):
                 gc.collect()
                 started, cpu = time.perf_counter(), time.process_time()
                 result = run_extraction(client, warehouse, ISSUE_TYPES, full_refresh=True,
                                         now=datetime.now(timezone.utc))
                 wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            server_after = server_cpu(engine)
     finally:
         engine.dispose()
+    server = sum(after - server_before.get(pid, 0.0) for pid, after in server_after.items()) if server_after else None
     phases = phase_seconds(timers, isolation)
     phases["state"] = wall - timers.get("pull") - timers.get("projects_all") - timers.get("snapshot")
     return {"findings": result["findings"], "written": result["written"], "wall_s": wall, "cpu_s": cpu,
-            "phases": phases, "calls": timers.calls}
+            "server_cpu_s": server, "phases": phases, "calls": timers.calls}
 
 
 def table(backend: str, runs: dict[str, dict[str, Any]]) -> str:
@@ -334,7 +356,10 @@ def table(backend: str, runs: dict[str, dict[str, Any]]) -> str:
             continue
         cells = ["" if v != v else f"{v:.2f}" for v in values]
         lines.append(f"| {label} | {thread} | " + " | ".join(cells) + " |")
-    for name, field in (("**wall**", "wall_s"), ("CPU of the process", "cpu_s")):
+    for name, field in (("**wall**", "wall_s"), ("CPU of the process", "cpu_s"),
+                        ("CPU of the server's sessions", "server_cpu_s")):
+        if any(runs[k].get(field) is None for k in keys):
+            continue
         values = [runs[k][field] * PER / max(runs[k]["findings"], 1) for k in keys]
         lines.append(f"| {name} | | " + " | ".join(f"{v:.2f}" for v in values) + " |")
     rates = [runs[k]["findings"] / runs[k]["wall_s"] for k in keys]

@@ -93,11 +93,12 @@ def test_sqlite_engine_settings(tmp_path):
         with engine.connect() as conn:
             pragmas = {
                 p: conn.exec_driver_sql(f"PRAGMA {p}").scalar()
-                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys", "wal_autocheckpoint")
             }
     finally:
         engine.dispose()
-    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1}
+    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1,
+                       "wal_autocheckpoint": 16384}
 
 
 def test_postgres_engine_uses_psycopg2_and_pre_ping():
