@@ -94,7 +94,7 @@ def make_engine(url: URL | str) -> Engine:
         return engine
     if backend == "postgresql":
         engine = create_engine(url, pool_pre_ping=True)
-        event.listen(engine, "connect", _postgresql_settings)
+        event.listen(engine, "connect", apply_postgresql_settings)
         return engine
     raise ValueError(f"unsupported warehouse database {backend!r}: use SQLite or PostgreSQL")
 
@@ -114,13 +114,13 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 #: Settings of each PostgreSQL session, when the server offers them (``pg_settings``): (parameter, value).
-#: ``lz4`` compresses the 2-3 KB ``raw`` values (TOAST) at several times the speed of the default ``pglz``: measured
-#: on a first load, the ``COPY`` of a page costs a third of the time (bench/README.md, "Where the time goes"). A
-#: value keeps the method it was written with; reads decompress either.
+#: ``lz4`` compresses the 2-3 KB ``raw`` values (TOAST) several times faster than the default ``pglz``, which the
+#: ``COPY`` of every page into its staging table pays (CHANGELOG.md has the figures). A value keeps the method it
+#: was written with; reads decompress either.
 POSTGRESQL_SETTINGS = (("default_toast_compression", "lz4"),)
 
 
-def _postgresql_settings(dbapi_connection: Any, _record: Any) -> None:
+def apply_postgresql_settings(dbapi_connection: Any, _record: Any = None) -> None:
     """Per-connection PostgreSQL settings (``POSTGRESQL_SETTINGS``), each only where the server accepts its value
     (lz4 needs PostgreSQL 14 built with it): otherwise the server's default stays."""
     cursor = dbapi_connection.cursor()
