@@ -17,7 +17,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: Pages (4 KB) the SQLite WAL may hold before a commit checkpoints it into the database file (SQLite's default:
 #: 1000). A page of 3000 findings writes about 8 MB, so at the default every page's commit checkpoints; with 64 MB
 #: the index pages that several pages touch are written back once every few pages (bench/README.md, "Where the
-#: time goes"). Committed transactions are in the WAL either way: a crash loses none of them.
+#: time goes"). A crash of the process loses no committed transaction (they are in the WAL); a power loss may lose
+#: those committed since the last checkpoint (``synchronous = NORMAL`` syncs the WAL at checkpoints).
 SQLITE_WAL_AUTOCHECKPOINT_PAGES = 16_384
 
 
