@@ -5,9 +5,10 @@ Rows: the findings of the emulator, turned into the warehouse's row tuples by th
 before anything is timed. When ``--findings`` is larger than the emulator's data, the rows are repeated with
 ids shifted by 10^9 per round, so N distinct keys cost the memory of one copy of the data. Each method writes
 pages of 3000 rows, one transaction per page (as the extraction does), into the product's ``findings`` table
-(same indexes), first into an empty table (first load), then the same rows again (re-sync: unchanged ``raw``,
-so nothing is updated, as the product's conditional upsert; ``--passes first`` skips it). Only the database
-calls and the formatting of their input are timed.
+(same indexes, the product's session settings: ``warehouse.url.apply_postgresql_settings``), first into an empty
+table (first load), then the same rows again (re-sync: unchanged ``raw``, so nothing is updated, as the
+product's conditional upsert; ``--passes first`` skips it). Only the database calls and the formatting of their
+input are timed.
 
     python bench/pg_ceiling.py --base-url http://127.0.0.1:8900 --token T --slug acme --deployment-id 1 \
         --database-url postgresql://postgres@127.0.0.1:5432/findings_bench --findings 100000 --out c.json
@@ -121,6 +122,7 @@ def main() -> None:
 
     import psycopg2
     from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, make_engine
+    from findings_provider.warehouse.url import apply_postgresql_settings
 
     base = load_rows(args)
     id_index = FINDING_COLUMNS.index("id")
@@ -132,6 +134,7 @@ def main() -> None:
         engine.dispose()
         checkpoint(args.database_url)
         conn = psycopg2.connect(args.database_url.replace("postgresql+psycopg2://", "postgresql://"))
+        apply_postgresql_settings(conn)  # the product's session settings (lz4 compression of raw)
         try:
             write = getattr(Methods(conn, FINDING_COLUMNS), method)
             first = timed_pass(write, base, args.findings, id_index)

@@ -83,3 +83,44 @@ def test_results_md_states_every_target(quick_results: Path) -> None:
     assert any(t.startswith("SQLite first load as a share of the minimal table's ceiling") for t in targets)
     for verdict in results["verdicts"]:
         assert verdict["target"] in text
+
+
+def test_phases_accounts_for_a_first_load_and_a_resync(tmp_path: Path) -> None:
+    """``bench/phases.py`` at a tiny N: every pull stores the findings, and the phases land where they belong."""
+    out = tmp_path / "phases.json"
+    completed = subprocess.run(
+        [sys.executable, str(PROJECT / "bench" / "phases.py"), "--findings", "4000", "--out", str(out),
+         "--workdir", str(tmp_path / "work")],
+        cwd=PROJECT, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(PROJECT / "plugins"), str(PROJECT / "include"), str(PROJECT / "bench"),
+             os.environ.get("PYTHONPATH", "")])},
+    )
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert set(results["backends"]) == ({"sqlite"} if "postgres_skipped" in results else {"sqlite", "postgres"})
+    for backend, runs in results["backends"].items():
+        assert set(runs) == {"first_isolation", "first_pipeline", "resync_isolation", "resync_pipeline"}
+        for name, run in runs.items():
+            phases = run["phases"]
+            assert run["findings"] == results["findings_requested"], (backend, name)
+            assert run["written"] == (run["findings"] if name.startswith("first") else 0), (backend, name)
+            for phase in ("fetch", "decode", "finding_rows", "commit", "recount", "snapshot", "not_seen"):
+                assert phases[phase] > 0, (backend, name, phase)
+            assert 0 < sum(v for k, v in phases.items() if k in ("fetch", "finding_rows")) < run["wall_s"] * 2
+            # every pull reads the stored digests; a first load inserts; a re-sync of unchanged findings sends no
+            # row to the database (no upsert, no COPY, no merge)
+            assert phases["lookup"] > 0, (backend, name)
+            if backend == "sqlite":
+                assert (phases["insert"] > 0) == name.startswith("first"), (backend, name)
+                assert phases["upsert"] == 0, (backend, name)
+            else:
+                for phase in ("copy_text", "copy", "merge"):
+                    assert (phases[phase] > 0) == name.startswith("first"), (backend, name, phase)
+            if name.endswith("isolation"):  # no fetch thread: nothing to wait for, the canonical form split out
+                assert phases["wait"] == 0, (backend, name)
+                assert 0 < phases["canonical"] < phases["finding_rows"], (backend, name)
+            else:
+                assert phases["wait"] > 0, (backend, name)
+        table = ("SQLite" if backend == "sqlite" else "PostgreSQL") + ": seconds per 100,000 findings"
+        assert table in completed.stdout

@@ -45,9 +45,14 @@ def test_the_copy_on_the_primary_branch_is_counted_else_the_latest(warehouse: Wa
         copy(8, "main", 9, "fp-1", repository="acme/web"),  # the same fingerprint in another repository
         copy(9, "feature/x", 1, None), copy(10, "main", 1, None),  # no fingerprint: each counted
     ])
-    assert projects(warehouse, **{"acme/api": "main", "acme/web": "main"}) == {"projects": 2, "recounted": 10}
+    # a copy alone in its fingerprint, or without one, is stored marked: the recount has nothing to change there
+    stored = counted(warehouse)
+    assert [stored[i] for i in (8, 9, 10)] == [True, True, True]
+    assert {stored[i] for i in (2, 3, 5, 7)} == {None}  # copies of a fingerprint already held: not marked yet
+    marks = projects(warehouse, **{"acme/api": "main", "acme/web": "main"})
     assert counted(warehouse) == {1: True, 2: False, 3: False, 4: False, 5: True, 6: False, 7: True, 8: True,
                                   9: True, 10: True}
+    assert marks == {"projects": 2, "recounted": sum(stored[i] is not c for i, c in counted(warehouse).items())}
 
 
 def test_secrets_are_counted_on_every_branch(warehouse: Warehouse) -> None:
@@ -74,7 +79,7 @@ def test_a_new_primary_branch_moves_the_count_and_a_new_copy_takes_it_when_store
     warehouse.upsert_findings([copy(3, "develop", 0), copy(4, "main", 0, "fp-9")])
     assert counted(warehouse)[3] is None
     with warehouse.engine.begin() as conn:
-        assert recount(conn) == 3  # 2 loses the count to 3 (same branch, later); 3 and 4 marked
+        assert recount(conn) == 2  # 2 loses the count to 3 (same branch, later); 4, alone, was stored marked
     assert counted(warehouse) == {1: False, 2: False, 3: True, 4: True}
 
 
@@ -113,3 +118,30 @@ def test_the_answer_of_a_change_replaces_only_its_projects_rows(warehouse: Wareh
     with warehouse.engine.connect() as conn:
         assert primary_branches(conn) == {"acme/api": "develop", "acme/web": "trunk"}  # acme/web kept
     assert counted(warehouse) == {1: False, 2: True}
+
+
+def test_marks_stored_with_new_copies_then_recounted_equal_a_recount_from_scratch(warehouse: Warehouse) -> None:
+    """A new copy is stored marked when it is alone in its fingerprint; whatever the pages, the recount after them
+    gives the marks a recount of every copy from scratch gives."""
+    pages = [
+        [copy(1, "main", 30), copy(2, "dev", 1), copy(3, "x", 2, "fp-2"),
+         copy(4, "y", 9, "fp-3", repository="acme/lib"), copy(5, "z", 1, "fp-3", repository="acme/lib"),
+         copy(6, "main", 1, ""), copy(7, "main", 5, "fp-4")],
+        [copy(8, "dev", 0, "fp-2"), copy(9, "w", 0, "fp-3", repository="acme/lib"), copy(10, "main", 3, "fp-5"),
+         copy(11, "dev", 2, "fp-4", repository="acme/web"), copy(1, "main", 30, status="fixed")],
+        [finding_row_from_dict("secrets", {"id": "12", "ref": "main", "ruleHashId": "h",
+                                           "repository": {"name": "acme/api"}}), copy(13, "main", 8, "fp-5")],
+    ]
+    projects(warehouse, **{"acme/api": "main"})
+    for page in pages:
+        warehouse.upsert_findings(page)
+        with warehouse.engine.begin() as conn:
+            recount(conn)
+    incremental = counted(warehouse)
+    assert None not in incremental.values()
+    with warehouse.engine.begin() as conn:
+        conn.execute(findings.update().values(counted=None))
+        recount(conn, everything=True)
+    assert counted(warehouse) == incremental
+    assert incremental == {1: True, 2: False, 3: False, 4: False, 5: False, 6: True, 7: True, 8: True, 9: True,
+                           10: True, 11: True, 12: True, 13: False}

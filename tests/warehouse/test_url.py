@@ -93,11 +93,12 @@ def test_sqlite_engine_settings(tmp_path):
         with engine.connect() as conn:
             pragmas = {
                 p: conn.exec_driver_sql(f"PRAGMA {p}").scalar()
-                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys")
+                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys", "wal_autocheckpoint")
             }
     finally:
         engine.dispose()
-    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1}
+    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1,
+                       "wal_autocheckpoint": 16384}
 
 
 def test_postgres_engine_uses_psycopg2_and_pre_ping():
@@ -133,3 +134,21 @@ def test_opening_a_new_file_waits_for_another_writer_before_switching_to_wal(tmp
         release.join()
         engine.dispose()
         other.close()
+
+
+def test_postgres_sessions_compress_large_values_with_lz4_where_the_server_offers_it(postgresql_engine):
+    from findings_provider.warehouse import Warehouse, finding_row_from_dict
+    from findings_provider.warehouse.schema import findings
+    from sqlalchemy import func, select
+
+    with postgresql_engine.connect() as conn:
+        offered = "lz4" in conn.exec_driver_sql(
+            "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'").scalar_one()
+        setting = conn.exec_driver_sql("SHOW default_toast_compression").scalar_one()
+    assert setting == ("lz4" if offered else "pglz")
+    warehouse = Warehouse(postgresql_engine)
+    warehouse.create_all()
+    warehouse.upsert_findings([finding_row_from_dict("sast", {"id": 1, "description": "x" * 5000})])
+    with postgresql_engine.connect() as conn:
+        method = conn.execute(select(func.pg_column_compression(findings.c.raw))).scalar_one()
+    assert method == setting  # the 5 KB text is stored compressed, by the session's method

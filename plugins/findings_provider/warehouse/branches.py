@@ -96,6 +96,35 @@ def recount(conn: Connection, *, everything: bool = False) -> int:
     return int(changed)
 
 
+def counted_on_insert(dialect: str, target: str, issue_type: str, repository: str, match_based_id: str,
+                      *, copies_in_batch: str | None = None) -> str:
+    """SQL of the ``counted`` mark a new finding row is inserted with (the upserts' statements, ``.upsert``).
+
+    True when the copy is always counted, or when no other copy of its fingerprint is stored: the one copy of a
+    fingerprint is the counted one, what :func:`recount` would set. NULL (not marked yet) when another copy is
+    stored, so that the next :func:`recount` ranks the copies. A first load then leaves the recount only the
+    fingerprints with several copies, instead of rewriting every row (and three indexes) to mark it.
+
+    ``issue_type``, ``repository``, ``match_based_id``: the SQL of the new row's values; ``target``: the findings
+    table as quoted. ``copies_in_batch`` (PostgreSQL, whose one ``INSERT ... SELECT`` does not see the rows it
+    inserts itself): the SQL of how many rows of the batch share the fingerprint. SQLite inserts row by row, each
+    seeing the ones before it.
+    """
+    every_branch = ", ".join(f"'{kind}'" for kind in EVERY_BRANCH_TYPES)
+    always = f"{issue_type} IN ({every_branch}) OR {match_based_id} IS NULL OR {match_based_id} = ''"
+    same = f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id}"
+    if dialect == "sqlite":  # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
+        stored = f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name IS {repository})"
+        marked = "1"
+    else:  # two indexable lookups: IS NOT DISTINCT FROM is not one
+        stored = (f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name = {repository}) "
+                  f"OR ({repository} IS NULL AND EXISTS (SELECT 1 FROM {target} AS f WHERE {same} "
+                  "AND f.repository_name IS NULL))")
+        marked = "TRUE"
+    batch = "" if copies_in_batch is None else f"WHEN {copies_in_batch} > 1 THEN NULL "
+    return f"CASE WHEN {always} THEN {marked} {batch}WHEN {stored} THEN NULL ELSE {marked} END"
+
+
 def project_rows(listed: Iterable[Project], now: datetime) -> list[dict[str, Any]]:
     """Rows of ``projects`` from the client's projects (a name listed twice: the last listing)."""
     rows: dict[str, dict[str, Any]] = {}

@@ -42,6 +42,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from .branches import counted_on_insert
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -310,26 +311,44 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     else:
         updates.append("synced_at = excluded.synced_at")
         changed = f"{target}.raw {distinct} excluded.raw"
+    # ``counted`` is not in the SET: an update keeps the stored row's mark
     on_conflict = (f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {', '.join(updates)} "
                    f"WHERE {changed}")
+    # findings: a new row's ``counted`` mark (branches.counted_on_insert)
+    marks = table is findings
+    fingerprint_columns = ("issue_type", "repository_name", "match_based_id")
     lookup: tuple[str, ...] = ()
     if digest:
         first, second = (quote(k) for k in keys)
         ids = "= ANY(CAST(%s AS bigint[]))" if postgres else "IN (SELECT value FROM json_each(?))"
-        mark = "%s" if postgres else "?"
-        lookup = (f"SELECT {second}, digest FROM {target} WHERE {first} = {mark} AND {second} {ids}",)
+        param = "%s" if postgres else "?"
+        lookup = (f"SELECT {second}, digest FROM {target} WHERE {first} = {param} AND {second} {ids}",)
     if postgres:
         stage = _stage(table)
+        source, mark = f"{stage} AS s", ""
+        if marks:  # the copies in the page counted over the key columns only (a window over whole rows sorts them)
+            fingerprint = ", ".join(quote(c) for c in fingerprint_columns)
+            key = " AND ".join(f"c.{quote(k)} = s.{quote(k)}" for k in keys)
+            source += (f" JOIN (SELECT {', '.join(quote(k) for k in keys)}, count(*) OVER (PARTITION BY {fingerprint})"
+                       f" AS copies FROM {stage}) AS c ON {key}")
+            mark = ", " + counted_on_insert("postgresql", target, *(f"s.{quote(c)}" for c in fingerprint_columns),
+                                            copies_in_batch="c.copies")
         return (
             *lookup,
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
-            f"INSERT INTO {target} ({names}, synced_at) SELECT {names}, CAST(%s AS timestamptz) FROM {stage} "
+            f"INSERT INTO {target} ({names}, synced_at{', counted' if marks else ''}) "
+            f"SELECT {', '.join(f's.{quote(c)}' for c in written)}, CAST(%s AS timestamptz){mark} FROM {source} "
             f"{on_conflict}",
         )
     placeholders = ", ".join("?" * (len(written) + 1))
-    insert = f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders})"
-    return (*lookup, insert, f"{insert} {on_conflict}") if digest else (f"{insert} {on_conflict}",)
+    upsert = f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders}) {on_conflict}"
+    if not digest:
+        return (upsert,)
+    # a new finding's mark reads the row's own parameters again by number (?N is the N-th column)
+    mark = counted_on_insert("sqlite", target, *(f"?{columns.index(c) + 1}" for c in fingerprint_columns))
+    insert = f"INSERT INTO {target} ({names}, synced_at, counted) VALUES ({placeholders}, {mark})"
+    return (*lookup, insert, upsert)
 
 
 def _copy_field(value: Any) -> str:
@@ -338,7 +357,9 @@ def _copy_field(value: Any) -> str:
         return "\\N"
     if value.__class__ is not str:
         return str(value)
-    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:  # most values have none: no call
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
 
 
 def _copy_text(rows: Iterable[Row]) -> str:

@@ -14,6 +14,12 @@ from sqlalchemy.engine import URL, Engine, make_url
 #: Connection types (as Airflow parses them from a URI scheme) that name a PostgreSQL database.
 _POSTGRES_TYPES = ("postgres", "postgresql")
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Pages (4 KB) the SQLite WAL may hold before a commit checkpoints it into the database file (SQLite's default:
+#: 1000). A page of 3000 findings writes about 8 MB, so at the default every page's commit checkpoints; with 64 MB
+#: the index pages that several pages touch are written back once every few pages (bench/README.md, "Where the
+#: time goes"). A crash of the process loses no committed transaction (they are in the WAL); a power loss may lose
+#: those committed since the last checkpoint (``synchronous = NORMAL`` syncs the WAL at checkpoints).
+SQLITE_WAL_AUTOCHECKPOINT_PAGES = 16_384
 
 
 def url_from_connection(
@@ -88,18 +94,43 @@ def make_engine(url: URL | str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     if backend == "postgresql":
-        return create_engine(url, pool_pre_ping=True)
+        engine = create_engine(url, pool_pre_ping=True)
+        event.listen(engine, "connect", apply_postgresql_settings)
+        return engine
     raise ValueError(f"unsupported warehouse database {backend!r}: use SQLite or PostgreSQL")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """Per-connection SQLite settings: wait for locks, WAL for concurrent readers, fewer fsyncs, FKs on."""
+    """Per-connection SQLite settings: wait for locks, WAL for concurrent readers, fewer fsyncs and checkpoints,
+    FKs on."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         _use_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
         cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+#: Settings of each PostgreSQL session, when the server offers them (``pg_settings``): (parameter, value).
+#: ``lz4`` compresses the 2-3 KB ``raw`` values (TOAST) several times faster than the default ``pglz``, which the
+#: ``COPY`` of every page into its staging table pays (CHANGELOG.md has the figures). A value keeps the method it
+#: was written with; reads decompress either.
+POSTGRESQL_SETTINGS = (("default_toast_compression", "lz4"),)
+
+
+def apply_postgresql_settings(dbapi_connection: Any, _record: Any = None) -> None:
+    """Per-connection PostgreSQL settings (``POSTGRESQL_SETTINGS``), each only where the server accepts its value
+    (lz4 needs PostgreSQL 14 built with it): otherwise the server's default stays."""
+    cursor = dbapi_connection.cursor()
+    try:
+        for name, value in POSTGRESQL_SETTINGS:
+            cursor.execute("SELECT 1 FROM pg_settings WHERE name = %s AND %s = ANY(enumvals)", (name, value))
+            if cursor.fetchone() is not None:
+                cursor.execute("SELECT set_config(%s, %s, false)", (name, value))
+        dbapi_connection.commit()
     finally:
         cursor.close()
 
