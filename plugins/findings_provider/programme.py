@@ -30,7 +30,8 @@ from typing import Any
 
 from sqlalchemy import and_, case, false, func, literal, or_, select, true
 
-from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus, ScanStatus
+from findings_provider.client.vocabulary import OPEN_STATUSES, FindingStatus, ScanStatus
+from findings_provider.warehouse import schema
 from findings_provider.warehouse.branches import is_counted
 from findings_provider.warehouse.schema import findings, scans
 
@@ -197,6 +198,20 @@ def counts_by_severity(conn: Any, measure: str, targets: Mapping[str, int], now:
     return {str(s): int(n) for s, n in rows}
 
 
+def counts_by_type_and_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
+                                base: FindingFilter | None = None) -> dict[tuple[str, str], int]:
+    """Findings of ``measure`` (within ``base``) per (issue type, severity) (``""`` for none), in one query;
+    grouped by status too, so that the programme index (status first) holds every column it reads."""
+    where = (base or FindingFilter()).narrowed(measure=measure).where(targets, now)
+    out: dict[tuple[str, str], int] = {}
+    for issue_type, _, severity, n in conn.execute(
+            select(findings.c.issue_type, findings.c.status, findings.c.severity, func.count()).where(*where)
+            .group_by(findings.c.issue_type, findings.c.status, findings.c.severity)):
+        key = (str(issue_type), str(severity or ""))
+        out[key] = out.get(key, 0) + int(n)
+    return out
+
+
 def count(conn: Any, selection: FindingFilter, targets: Mapping[str, int], now: datetime,
           touched_ids: Mapping[str, set[int]] | None = None) -> int:
     """How many findings ``selection`` holds: the total of its findings list."""
@@ -205,9 +220,9 @@ def count(conn: Any, selection: FindingFilter, targets: Mapping[str, int], now: 
 
 
 def severity_rank() -> Any:
-    """0 for the most severe known severity, larger for the others, unknown last."""
-    return case({s: i for i, s in enumerate(SEVERITY_ORDER)}, value=findings.c.severity,
-                else_=len(SEVERITY_ORDER))
+    """0 for the most severe known severity, larger for the others, unknown last (``schema.severity_rank``: the
+    expression ``ix_findings_severity_order`` indexes)."""
+    return schema.severity_rank(findings.c.severity)
 
 
 def due_seconds(targets: Mapping[str, int], dialect: str) -> Any:
