@@ -131,6 +131,7 @@ def measure(findings: int, runs: int, database: Path) -> dict[str, Any]:
 
     build_s = build(database, findings) if not database.exists() else {}
     warehouse = Warehouse(make_engine(f"sqlite:///{database}"))
+    warehouse.create_all()  # a warehouse kept from an earlier run: brought to the current revision first
     config = PipelineConfig()
     # Airflow's approvals and runs come from its own database, not the warehouse: none here
     client = TestClient(create_app(lambda: (warehouse, config), auth=lambda: None,
