@@ -27,8 +27,8 @@ branch_labels = None
 depends_on = None
 
 #: ``schema.severity_rank(findings.c.severity)`` as this revision indexes it.
-SEVERITY_RANK = ("(CASE WHEN (severity = 'critical') THEN 0 WHEN (severity = 'high') THEN 1 "
-                 "WHEN (severity = 'medium') THEN 2 WHEN (severity = 'low') THEN 3 ELSE 4 END)")
+SEVERITY_RANK = ("(CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'medium' THEN 2 "
+                 "WHEN 'low' THEN 3 ELSE 4 END)")
 
 
 def upgrade() -> None:
