@@ -142,14 +142,19 @@ findings = Table(
 )
 
 
+def severity_rank_of(name: str | None) -> int:
+    """The rank :func:`severity_rank` gives the severity ``name``."""
+    return SEVERITY_ORDER.index(name) if name in SEVERITY_ORDER else len(SEVERITY_ORDER)
+
+
 def severity_rank(severity: ColumnElement[Any]) -> ColumnElement[int]:
     """0 for the most severe known severity (``SEVERITY_ORDER``), larger for the others, unknown last. Written
     with literal values, not bound parameters: a query's ORDER BY uses ``ix_findings_severity_order`` only when
     its expression is the index's, word for word (SQLite and PostgreSQL alike). The simple form (``CASE severity
     WHEN 'critical' THEN 0 ...``) is the one PostgreSQL gives back when the index is read, so the upgraded schema
     compares equal to this declaration."""
-    return case({literal_column(f"'{name}'"): literal_column(str(rank)) for rank, name in enumerate(SEVERITY_ORDER)},
-                value=severity, else_=literal_column(str(len(SEVERITY_ORDER))))
+    return case({literal_column(f"'{name}'"): literal_column(str(severity_rank_of(name))) for name in SEVERITY_ORDER},
+                value=severity, else_=literal_column(str(severity_rank_of(None))))
 
 
 # the findings list's default order (most severe first, oldest first within, then the key), read from the index
