@@ -143,15 +143,22 @@ class FindingFilter:
         return conditions
 
 
-def names_containing(column: Any, text: str) -> Any:
-    """The distinct values of ``column`` (indexed) that contain ``text``, ignoring case, as a SELECT: the column's
-    index is read from one name to the next (a loose index scan: a seek per distinct name, a few hundred, not a
-    test per finding), and only the names are matched; a finding then matches when its name is one of them."""
+def distinct_values(column: Any) -> Any:
+    """The distinct values of ``column`` (indexed, leading an index), NULL excepted, as a SELECT of one column
+    ``value``: the index is read from one value to the next (a loose index scan: a seek per distinct value, not a
+    step per finding)."""
     def after(previous: Any) -> Any:
         return select(column).where(previous).order_by(column).limit(1).scalar_subquery()
-    names = select(after(column.is_not(None)).label("name")).cte(f"{column.name}_names", recursive=True)
-    names = names.union_all(select(after(column > names.c.name)).where(names.c.name.is_not(None)))
-    return select(names.c.name).where(func.lower(names.c.name).contains(text.lower(), autoescape=True))
+    values = select(after(column.is_not(None)).label("value")).cte(f"{column.name}_values", recursive=True)
+    values = values.union_all(select(after(column > values.c.value)).where(values.c.value.is_not(None)))
+    return select(values.c.value).where(values.c.value.is_not(None))
+
+
+def names_containing(column: Any, text: str) -> Any:
+    """The distinct values of ``column`` (indexed) that contain ``text``, ignoring case, as a SELECT: only the
+    few hundred names (``distinct_values``) are matched; a finding then matches when its name is one of them."""
+    names = distinct_values(column).subquery()
+    return select(names.c.value).where(func.lower(names.c.value).contains(text.lower(), autoescape=True))
 
 
 def in_view(branches: str = "") -> Any:
@@ -167,9 +174,12 @@ def is_open() -> Any:
 
 def is_overdue(targets: Mapping[str, int], now: datetime) -> Any:
     """Open and detected longer ago than its severity's fix-time target (no target: never overdue)."""
-    late = [and_(findings.c.severity == severity, findings.c.relevant_since < now - timedelta(days=days))
-            for severity, days in targets.items()]
-    return and_(is_open(), or_(false(), *late))
+    return and_(is_open(), or_(false(), *(past_target(severity, days, now) for severity, days in targets.items())))
+
+
+def past_target(severity: str, days: int, now: datetime) -> Any:
+    """Of severity ``severity`` and detected longer than its fix-time target (``days``) ago (open or not)."""
+    return and_(findings.c.severity == severity, findings.c.relevant_since < now - timedelta(days=days))
 
 
 def days_past_target(since: datetime | None, severity: str | None, targets: Mapping[str, int],
@@ -200,26 +210,42 @@ def measure_condition(measure: str, targets: Mapping[str, int], now: datetime) -
     raise ValueError(f"measure = {measure!r}: expected one of {', '.join(MEASURES)}")
 
 
+#: The column a number's index leads with, ordered by severity next (``ix_findings_programme``,
+#: ``ix_findings_triaged``): grouped by it too, a count reads its index in order instead of sorting what it read.
+_LEADING = {"open": findings.c.status, "overdue": findings.c.status, "fixed": findings.c.status,
+            "triaged": findings.c.triage_state}
+
+
 def counts_by_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
                        base: FindingFilter | None = None) -> dict[str, int]:
-    """Findings of ``measure`` (within ``base``) per severity (``""`` for none), in one query."""
-    where = (base or FindingFilter()).narrowed(measure=measure).where(targets, now)
-    severity = func.coalesce(findings.c.severity, "")
-    rows = conn.execute(select(severity, func.count()).where(*where).group_by(severity)).all()
-    return {str(s): int(n) for s, n in rows}
+    """Findings of ``measure`` (within ``base``) per severity (``""`` for none): one query, or one per severity
+    with a target for the findings past it (each reads the range of its severity and detection times)."""
+    return {severity: n for (_, severity), n in _counts(conn, measure, targets, now, base, by_type=False).items()}
 
 
 def counts_by_type_and_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
                                 base: FindingFilter | None = None) -> dict[tuple[str, str], int]:
-    """Findings of ``measure`` (within ``base``) per (issue type, severity) (``""`` for none), in one query;
-    grouped by status too, so that the programme index (status first) holds every column it reads."""
+    """Findings of ``measure`` (within ``base``) per (issue type, severity) (``""`` for none): one query per
+    issue type present (the types found by a loose index scan), each reading its own findings in index order."""
+    return _counts(conn, measure, targets, now, base, by_type=True)
+
+
+def _counts(conn: Any, measure: str, targets: Mapping[str, int], now: datetime, base: FindingFilter | None,
+            by_type: bool) -> dict[tuple[str, str], int]:
     where = (base or FindingFilter()).narrowed(measure=measure).where(targets, now)
+    parts: list[list[Any]] = [[]]
+    if measure == "overdue":  # past the target: only severities with one, each its own range of the index
+        parts = [[past_target(severity, days, now)] for severity, days in targets.items()]
+    if by_type:
+        parts = [[*part, findings.c.issue_type == issue_type] for part in parts
+                 for issue_type in conn.execute(distinct_values(findings.c.issue_type)).scalars()]
+    keys = [k for k in (_LEADING.get(measure), findings.c.severity) if k is not None]
     out: dict[tuple[str, str], int] = {}
-    for issue_type, _, severity, n in conn.execute(
-            select(findings.c.issue_type, findings.c.status, findings.c.severity, func.count()).where(*where)
-            .group_by(findings.c.issue_type, findings.c.status, findings.c.severity)):
-        key = (str(issue_type), str(severity or ""))
-        out[key] = out.get(key, 0) + int(n)
+    for part in parts:
+        issue_type = str(part[-1].right.value) if by_type else ""
+        for *_, severity, n in conn.execute(select(*keys, func.count()).where(*where, *part).group_by(*keys)):
+            key = (issue_type, str(severity or ""))
+            out[key] = out.get(key, 0) + int(n)
     return out
 
 
