@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from findings_provider import programme
 from findings_provider.client.models import Project
 from findings_provider.client.vocabulary import SEVERITY_ORDER
 from findings_provider.config import PipelineConfig
@@ -28,7 +29,6 @@ from findings_provider.dashboard.app import BUNDLE, AirflowState, create_app
 from findings_provider.dashboard.findings_list import COLUMNS
 from findings_provider.dashboard.views import SCAN_STATUS_LABELS
 from findings_provider.names import APPROVAL_DAGS
-from findings_provider import programme
 from findings_provider.programme import MEASURES, FindingFilter
 from findings_provider.warehouse import TicketAction, Warehouse, dependency_repository_rows, scan_rows
 from findings_provider.warehouse.branches import store_projects
@@ -372,7 +372,7 @@ def test_pages_sorted_by_due_are_the_whole_selection_in_that_order(warehouse: Wa
         whole = [tuple(r) for r in conn.execute(select(findings.c.issue_type, findings.c.id).where(
             *FindingFilter(measure="open").where(DEFAULT_TARGETS, NOW)).order_by(*order))]
     web = app_client(warehouse)
-    params = {"measure": "open", "sort": "due", "limit": 3, **({"order": "desc"} if descending else {})}
+    params: dict[str, Any] = {"measure": "open", "sort": "due", "limit": 3, **({"order": "desc"} if descending else {})}
     pages = [[(r["issue_type"], r["id"]) for r in web.get("/api/findings", params={**params, "offset": offset})
               .json()["rows"]] for offset in range(0, 42, 3)]
     assert [row for page in pages for row in page] == whole

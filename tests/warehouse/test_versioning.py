@@ -56,11 +56,12 @@ def differences(engine: Engine) -> list:
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE, "compare_type": True})
         found = compare_metadata(context, metadata)
-        replaced = {d[1].name: [] for d in found if isinstance(d, tuple) and d[0] in ("remove_index", "add_index")}
+        replaced: dict[str, list[Index]] = {}
         for d in found:
-            if isinstance(d, tuple) and d[1].name in replaced:
-                replaced[d[1].name].append(d[1])
-        alike = {name for name, pair in replaced.items() if len(pair) == 2 and written_alike(*pair, conn.dialect)}
+            if isinstance(d, tuple) and d[0] in ("remove_index", "add_index"):
+                replaced.setdefault(d[1].name, []).append(d[1])
+        alike = {name for name, pair in replaced.items()
+                 if len(pair) == 2 and written_alike(pair[0], pair[1], conn.dialect)}
         return [d for d in found if not (isinstance(d, tuple) and d[1].name in alike)]
 
 
@@ -70,7 +71,7 @@ def written_alike(one: Index, other: Index, dialect: Dialect) -> bool:
     back with casts and line breaks, which Alembic (it removes casts and spaces, not line breaks) reports as the
     index removed and added again; any other difference (a word, a value, an order) still counts."""
     def written(index: Index) -> list[str]:
-        return [re.sub(r"::\w+|\s+", "", str(e.compile(dialect=dialect, compile_kwargs={
+        return [re.sub(r"::\w+|\s+", "", e if isinstance(e, str) else str(e.compile(dialect=dialect, compile_kwargs={
             "literal_binds": True, "include_table": False}))) for e in index.expressions]
     return one.unique == other.unique and written(one) == written(other)
 
