@@ -212,8 +212,8 @@ def measure_condition(measure: str, targets: Mapping[str, int], now: datetime) -
 
 #: The column a number's index leads with, ordered by severity next (``ix_findings_programme``,
 #: ``ix_findings_triaged``): grouped by it too, a count reads its index in order instead of sorting what it read.
-_LEADING = {"open": findings.c.status, "overdue": findings.c.status, "fixed": findings.c.status,
-            "triaged": findings.c.triage_state}
+_LEADING = {FindingStatus.OPEN.value: findings.c.status, "overdue": findings.c.status,
+            FindingStatus.FIXED.value: findings.c.status, "triaged": findings.c.triage_state}
 
 
 def counts_by_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
