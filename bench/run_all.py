@@ -415,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
             results["dialects"] = dialects.measure(sizes[0], args.runs, workdir)
         if not args.skip_dashboard:
             log(f"N={sizes[-1]}: the dashboard's pages")
-            results["dashboard"] = dashboard.measure(sizes[-1], args.runs, workdir)
+            (workdir / "dashboard.db").unlink(missing_ok=True)  # a --workdir used before: build afresh
+            results["dashboard"] = dashboard.measure(sizes[-1], args.runs, workdir / "dashboard.db")
     finally:
         if pg_url:
             drop_pg_database(pg_url)

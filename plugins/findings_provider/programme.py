@@ -30,7 +30,8 @@ from typing import Any
 
 from sqlalchemy import and_, case, false, func, literal, or_, select, true
 
-from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER, FindingStatus, ScanStatus
+from findings_provider.client.vocabulary import OPEN_STATUSES, FindingStatus, ScanStatus
+from findings_provider.warehouse import schema
 from findings_provider.warehouse.branches import is_counted
 from findings_provider.warehouse.schema import findings, scans
 
@@ -134,12 +135,30 @@ class FindingFilter:
                              ("rule_contains", findings.c.rule_name)):
             value = getattr(self, name)
             if value:
-                conditions.append(func.lower(column).contains(value.lower(), autoescape=True))
+                conditions.append(column.in_(names_containing(column, value)))
         if self.touched:
             ids = touched_ids or {}
             conditions.append(or_(false(), *(and_(findings.c.issue_type == t, findings.c.id.in_(sorted(v)))
                                              for t, v in ids.items() if v)))
         return conditions
+
+
+def distinct_values(column: Any) -> Any:
+    """The distinct values of ``column`` (indexed, leading an index), NULL excepted, as a SELECT of one column
+    ``value``: the index is read from one value to the next (a loose index scan: a seek per distinct value, not a
+    step per finding)."""
+    def after(previous: Any) -> Any:
+        return select(column).where(previous).order_by(column).limit(1).scalar_subquery()
+    values = select(after(column.is_not(None)).label("value")).cte(f"{column.name}_values", recursive=True)
+    values = values.union_all(select(after(column > values.c.value)).where(values.c.value.is_not(None)))
+    return select(values.c.value).where(values.c.value.is_not(None))
+
+
+def names_containing(column: Any, text: str) -> Any:
+    """The distinct values of ``column`` (indexed) that contain ``text``, ignoring case, as a SELECT: only the
+    few hundred names (``distinct_values``) are matched; a finding then matches when its name is one of them."""
+    names = distinct_values(column).subquery()
+    return select(names.c.value).where(func.lower(names.c.value).contains(text.lower(), autoescape=True))
 
 
 def in_view(branches: str = "") -> Any:
@@ -155,9 +174,12 @@ def is_open() -> Any:
 
 def is_overdue(targets: Mapping[str, int], now: datetime) -> Any:
     """Open and detected longer ago than its severity's fix-time target (no target: never overdue)."""
-    late = [and_(findings.c.severity == severity, findings.c.relevant_since < now - timedelta(days=days))
-            for severity, days in targets.items()]
-    return and_(is_open(), or_(false(), *late))
+    return and_(is_open(), or_(false(), *(past_target(severity, days, now) for severity, days in targets.items())))
+
+
+def past_target(severity: str, days: int, now: datetime) -> Any:
+    """Of severity ``severity`` and detected longer than its fix-time target (``days``) ago (open or not)."""
+    return and_(findings.c.severity == severity, findings.c.relevant_since < now - timedelta(days=days))
 
 
 def days_past_target(since: datetime | None, severity: str | None, targets: Mapping[str, int],
@@ -188,13 +210,43 @@ def measure_condition(measure: str, targets: Mapping[str, int], now: datetime) -
     raise ValueError(f"measure = {measure!r}: expected one of {', '.join(MEASURES)}")
 
 
+#: The column a number's index leads with, ordered by severity next (``ix_findings_programme``,
+#: ``ix_findings_triaged``): grouped by it too, a count reads its index in order instead of sorting what it read.
+_LEADING = {FindingStatus.OPEN.value: findings.c.status, "overdue": findings.c.status,
+            FindingStatus.FIXED.value: findings.c.status, "triaged": findings.c.triage_state}
+
+
 def counts_by_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
                        base: FindingFilter | None = None) -> dict[str, int]:
-    """Findings of ``measure`` (within ``base``) per severity (``""`` for none), in one query."""
+    """Findings of ``measure`` (within ``base``) per severity (``""`` for none): one query, or one per severity
+    with a target for the findings past it (each reads the range of its severity and detection times)."""
+    return {severity: n for (_, severity), n in _counts(conn, measure, targets, now, base, by_type=False).items()}
+
+
+def counts_by_type_and_severity(conn: Any, measure: str, targets: Mapping[str, int], now: datetime,
+                                base: FindingFilter | None = None) -> dict[tuple[str, str], int]:
+    """Findings of ``measure`` (within ``base``) per (issue type, severity) (``""`` for none): one query per
+    issue type present (the types found by a loose index scan), each reading its own findings in index order."""
+    return _counts(conn, measure, targets, now, base, by_type=True)
+
+
+def _counts(conn: Any, measure: str, targets: Mapping[str, int], now: datetime, base: FindingFilter | None,
+            by_type: bool) -> dict[tuple[str, str], int]:
     where = (base or FindingFilter()).narrowed(measure=measure).where(targets, now)
-    severity = func.coalesce(findings.c.severity, "")
-    rows = conn.execute(select(severity, func.count()).where(*where).group_by(severity)).all()
-    return {str(s): int(n) for s, n in rows}
+    parts: list[list[Any]] = [[]]
+    if measure == "overdue":  # past the target: only severities with one, each its own range of the index
+        parts = [[past_target(severity, days, now)] for severity, days in targets.items()]
+    if by_type:
+        parts = [[*part, findings.c.issue_type == issue_type] for part in parts
+                 for issue_type in conn.execute(distinct_values(findings.c.issue_type)).scalars()]
+    keys = [k for k in (_LEADING.get(measure), findings.c.severity) if k is not None]
+    out: dict[tuple[str, str], int] = {}
+    for part in parts:
+        issue_type = str(part[-1].right.value) if by_type else ""
+        for *_, severity, n in conn.execute(select(*keys, func.count()).where(*where, *part).group_by(*keys)):
+            key = (issue_type, str(severity or ""))
+            out[key] = out.get(key, 0) + int(n)
+    return out
 
 
 def count(conn: Any, selection: FindingFilter, targets: Mapping[str, int], now: datetime,
@@ -205,9 +257,9 @@ def count(conn: Any, selection: FindingFilter, targets: Mapping[str, int], now: 
 
 
 def severity_rank() -> Any:
-    """0 for the most severe known severity, larger for the others, unknown last."""
-    return case({s: i for i, s in enumerate(SEVERITY_ORDER)}, value=findings.c.severity,
-                else_=len(SEVERITY_ORDER))
+    """0 for the most severe known severity, larger for the others, unknown last (``schema.severity_rank``: the
+    expression ``ix_findings_severity_order`` indexes)."""
+    return schema.severity_rank(findings.c.severity)
 
 
 def due_seconds(targets: Mapping[str, int], dialect: str) -> Any:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from findings_provider import programme
 from findings_provider.client.models import Project
 from findings_provider.client.vocabulary import SEVERITY_ORDER
 from findings_provider.config import PipelineConfig
@@ -32,7 +33,7 @@ from findings_provider.programme import MEASURES, FindingFilter
 from findings_provider.warehouse import TicketAction, Warehouse, dependency_repository_rows, scan_rows
 from findings_provider.warehouse.branches import store_projects
 from findings_provider.warehouse.schema import findings
-from sqlalchemy import text, update
+from sqlalchemy import select, text, update
 
 from .conftest import finding
 
@@ -354,6 +355,28 @@ def test_offset_pages_are_disjoint_and_cover_the_total(warehouse: Warehouse) -> 
     past = web.get("/api/findings", params={"measure": "open", "offset": total}).json()
     assert (past["total"], past["rows"]) == (total, [])
     assert len(web.get("/api/findings", params={"limit": 3, "offset": 2}).json()["rows"]) == 3
+
+
+@pytest.mark.parametrize("descending", [False, True], ids=["asc", "desc"])
+def test_pages_sorted_by_due_are_the_whole_selection_in_that_order(warehouse: Warehouse, descending: bool) -> None:
+    # a page by due date is sorted from a few candidates per severity (findings_list._due_candidates): findings
+    # detected within one second (one due second on SQLite: the later id detected first), on either side of a
+    # page's edge, and findings without a target come out as the whole selection sorted gives them
+    base = datetime(2025, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+    severities = ("critical", "high", "high", "low", "medium", None)  # low and none: no target
+    warehouse.upsert_findings([finding(n, "sast" if n % 5 else "sca", severity=severities[n % len(severities)],
+                                       relevant_since=(base + timedelta(days=n % 3, microseconds=(40 - n) * 1000))
+                                       .isoformat()) for n in range(1, 41)])
+    order = programme.order_by("due", descending, DEFAULT_TARGETS, warehouse.engine.dialect.name)
+    with warehouse.engine.connect() as conn:
+        whole = [tuple(r) for r in conn.execute(select(findings.c.issue_type, findings.c.id).where(
+            *FindingFilter(measure="open").where(DEFAULT_TARGETS, NOW)).order_by(*order))]
+    web = app_client(warehouse)
+    params: dict[str, Any] = {"measure": "open", "sort": "due", "limit": 3, **({"order": "desc"} if descending else {})}
+    pages = [[(r["issue_type"], r["id"]) for r in web.get("/api/findings", params={**params, "offset": offset})
+              .json()["rows"]] for offset in range(0, 42, 3)]
+    assert [row for page in pages for row in page] == whole
+    assert len(whole) == 40
 
 
 def test_repository_part_ignores_case_while_repository_is_exact(warehouse: Warehouse) -> None:

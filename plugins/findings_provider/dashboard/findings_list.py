@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, or_, select, union_all
 
 from findings_provider import programme
 from findings_provider.client.vocabulary import OPEN_STATUSES, SEVERITY_ORDER
@@ -23,7 +23,7 @@ from findings_provider.pipeline.ticket_outcomes import ticket_in_data
 from findings_provider.programme import FindingFilter
 from findings_provider.text import csv_cell, http_url
 from findings_provider.warehouse import Warehouse
-from findings_provider.warehouse.schema import findings, ticket_actions, triage_actions
+from findings_provider.warehouse.schema import findings, severity_rank_of, ticket_actions, triage_actions
 from findings_provider.warehouse.store import TICKETED_OUTCOMES
 
 #: Rows of the CSV export read from the database at a time (memory stays flat whatever the total).
@@ -143,6 +143,41 @@ def _read_options(warehouse: Warehouse) -> dict[str, list[str]]:
     }
 
 
+def _due_candidates(conn: Any, where: list[Any], targets: Mapping[str, int], first: int,
+                    descending: bool) -> Any:
+    """Keys of the selection that hold its ``first`` findings in due-date order (a few more at most), as a
+    subquery.
+
+    A finding's due date is its detection time plus its severity's target (``programme.due_seconds``, in whole
+    seconds on SQLite), so within one severity the due order is the detection order: per severity, the
+    ``first``-th finding in detection order (read in ``ix_findings_severity_order``) bounds the candidates, and
+    every finding of that severity due in the same second or earlier (later, ``descending``) is one of them.
+    Findings without a due date come last (by key): the first ``first`` of them are candidates too, unless the
+    dated ones fill the page already. The caller sorts the candidates by the full order, so the page is the one
+    the whole selection gives."""
+    parts = []
+    short = False
+    for severity in targets:
+        in_severity = [*where, findings.c.severity == severity, findings.c.relevant_since.is_not(None),
+                       programme.severity_rank() == severity_rank_of(severity)]
+        since = findings.c.relevant_since.desc() if descending else findings.c.relevant_since
+        bound = conn.execute(select(findings.c.relevant_since).where(*in_severity).order_by(since)
+                             .offset(first - 1).limit(1)).scalar()
+        if bound is None:  # fewer than ``first``: all of them
+            short = True
+        elif descending:
+            in_severity.append(findings.c.relevant_since >= bound.replace(microsecond=0))
+        else:
+            in_severity.append(findings.c.relevant_since <= bound.replace(microsecond=999999))
+        parts.append(select(findings.c.issue_type, findings.c.id).where(*in_severity))
+    if short or not parts:
+        undated = or_(findings.c.severity.is_(None), findings.c.severity.not_in(list(targets)),
+                      findings.c.relevant_since.is_(None))
+        parts.append(select(findings.c.issue_type, findings.c.id).where(*where, undated)
+                     .order_by(findings.c.issue_type, findings.c.id).limit(first).subquery().select())
+    return union_all(*parts).subquery("candidates")
+
+
 def findings_page(warehouse: Warehouse, selection: FindingFilter, settings: ListSettings, now: datetime, *,
                   sort: str = "severity", descending: bool = False, offset: int = 0,
                   limit: int | None = None) -> dict[str, Any]:
@@ -154,15 +189,20 @@ def findings_page(warehouse: Warehouse, selection: FindingFilter, settings: List
     if not 1 <= size <= 1000:
         raise ValueError(f"limit = {size}: expected 1 to 1000")
     where, order = _where_and_order(warehouse, selection, settings, now, sort, descending)
-    # the page's keys first, sorted on the key and sort columns alone; then its rows (with their 2-3 KB ``raw``)
-    # for those keys only: the sort never carries ``raw``
-    keys = select(findings.c.issue_type, findings.c.id).where(*where).order_by(*order).offset(offset).limit(
-        size).subquery()
-    page_rows = select(*_SELECTED).join(keys, and_(keys.c.issue_type == findings.c.issue_type,
-                                                   keys.c.id == findings.c.id)).order_by(*order)
     with warehouse.engine.connect() as conn:
         total = int(conn.execute(select(func.count()).select_from(findings).where(*where)).scalar_one())
-        rows = conn.execute(page_rows).all()
+        # the page's keys first, sorted on the key and sort columns alone; then its rows (with their 2-3 KB
+        # ``raw``) for those keys only: the sort never carries ``raw``
+        keys = select(findings.c.issue_type, findings.c.id)
+        if sort == "due":  # the candidates are read in index order: no sort of the whole selection
+            candidates = _due_candidates(conn, where, settings.targets, offset + size, descending)
+            keys = keys.join(candidates, and_(candidates.c.issue_type == findings.c.issue_type,
+                                              candidates.c.id == findings.c.id))
+        else:
+            keys = keys.where(*where)
+        keys_page = keys.order_by(*order).offset(offset).limit(size).subquery()
+        rows = conn.execute(select(*_SELECTED).join(keys_page, and_(
+            keys_page.c.issue_type == findings.c.issue_type, keys_page.c.id == findings.c.id)).order_by(*order)).all()
     return {
         "total": total, "offset": offset, "limit": size, "sort": sort, "descending": descending,
         "filter": selection.query(), "rows": [_row(r, settings, now) for r in rows], "options": options(warehouse),

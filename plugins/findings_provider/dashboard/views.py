@@ -58,14 +58,16 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat(timespec="seconds")
 
 
-def measure_counts(conn: Any, targets: Mapping[str, int], now: datetime,
-                   base: FindingFilter | None = None) -> list[dict[str, Any]]:
+def measure_counts(conn: Any, targets: Mapping[str, int], now: datetime, base: FindingFilter | None = None,
+                   known: Mapping[str, Mapping[str, int]] | None = None) -> list[dict[str, Any]]:
     """Every programme number within ``base``: total and per severity, each with the findings-list query that
-    reproduces it."""
+    reproduces it (``known``: numbers per severity the caller counted already, by name)."""
     base = base or FindingFilter()
     out = []
     for name, label in MEASURES.items():
-        per = programme.counts_by_severity(conn, name, targets, now, base)
+        per = (known or {}).get(name)
+        if per is None:
+            per = programme.counts_by_severity(conn, name, targets, now, base)
         out.append({
             "name": name, "label": label, "total": sum(per.values()),
             "query": base.narrowed(measure=name).query(),
@@ -137,11 +139,16 @@ def overview(warehouse: Warehouse, targets: Mapping[str, int], now: datetime,
     summary task's time-to-fix and time-to-triage tables; findings counted in the view ``branches``."""
     base = FindingFilter(branches=branches)
     with warehouse.engine.connect() as conn:
-        measures = measure_counts(conn, targets, now, base)
-        by_type = conn.execute(select(findings.c.issue_type, func.count())
-                               .where(programme.is_open(), programme.in_view(branches))
-                               .group_by(findings.c.issue_type).order_by(findings.c.issue_type)).all()
+        # the open findings per type and severity, read once: the open number by severity and by type
+        open_cells = programme.counts_by_type_and_severity(conn, "open", targets, now, base)
+        open_by_severity: dict[str, int] = {}
+        open_by_type: dict[str, int] = {}
+        for (issue_type, severity), n in open_cells.items():
+            open_by_severity[severity] = open_by_severity.get(severity, 0) + n
+            open_by_type[issue_type] = open_by_type.get(issue_type, 0) + n
+        measures = measure_counts(conn, targets, now, base, known={"open": open_by_severity})
         failed = failed_scans(conn, now)
+    by_type = sorted(open_by_type.items())
     metrics = warehouse.get_state(LATEST_METRICS_KEY) or {}
     return {
         "as_of": _iso(now), "targets": dict(targets), "measures": measures, "view": branch_view(branches),
@@ -181,18 +188,20 @@ def repositories(warehouse: Warehouse, targets: Mapping[str, int], now: datetime
     the view ``branches``)."""
     overdue = programme.is_overdue(targets, now)
     with warehouse.engine.connect() as conn:
+        # grouped by status too: read in the order of ix_findings_status_repository, no sort
         rows = conn.execute(select(
-            findings.c.repository_name, findings.c.severity, func.count(),
+            findings.c.status, findings.c.repository_name, findings.c.severity, func.count(),
             func.sum(case((overdue, 1), else_=0)),
         ).where(programme.is_open(), programme.in_view(branches))
-            .group_by(findings.c.repository_name, findings.c.severity)).all()
+            .group_by(findings.c.status, findings.c.repository_name, findings.c.severity)).all()
     table: dict[str, dict[str, Any]] = {}
-    for name, severity, n, late in rows:
+    for _, name, severity, n, late in rows:
         entry = table.setdefault(name or "", {"repository": name or "", "open": 0, "overdue": 0,
                                               "by_severity": {}})
         entry["open"] += int(n)
         entry["overdue"] += int(late or 0)
-        entry["by_severity"][severity or "unknown"] = int(n)
+        cells = entry["by_severity"]
+        cells[severity or "unknown"] = cells.get(severity or "unknown", 0) + int(n)
     listed = sorted(table.values(), key=lambda e: (-e["overdue"], -e["by_severity"].get("critical", 0),
                                                   -e["open"], e["repository"]))
     return {"severities": list(SEVERITY_ORDER), "repositories": listed, "view": branch_view(branches)}

@@ -1,6 +1,6 @@
 """findings' content digest: ``findings.digest``, what the upsert compares to skip an unchanged finding.
 
-Revision ID: 0006_content_digest
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-29
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_content_digest"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
