@@ -18,8 +18,8 @@ LARGE = 200_000
 ISSUE_NAIVE_PER_S = 1_800
 TARGETS = {
     "sqlite_findings_per_s": 35_000,
-    "sqlite_vs_naive": 15.0,
-    "postgres_vs_ceiling": 0.80,
+    "sqlite_vs_naive": 10.0,
+    "postgres_vs_ceiling": 0.85,
     "resync_vs_first_load": 2.5,
     "sqlite_vs_ceiling": 0.90,
     "peak_rss_mb_large": 300.0,
