@@ -153,26 +153,21 @@ class _TimedCursor:
         self._cursor = cursor
         self._timers = timers
 
-    def execute(self, sql: str, *args: Any) -> Any:
+    def _timed(self, phase: str, call: Any, *args: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._cursor.execute(sql, *args)
+            return call(*args)
         finally:
-            self._timers.add(_statement_phase(sql, False), time.perf_counter() - started)
+            self._timers.add(phase, time.perf_counter() - started)
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed(_statement_phase(sql, False), self._cursor.execute, sql, *args)
 
     def executemany(self, sql: str, *args: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._cursor.executemany(sql, *args)
-        finally:
-            self._timers.add(_statement_phase(sql, True), time.perf_counter() - started)
+        return self._timed(_statement_phase(sql, True), self._cursor.executemany, sql, *args)
 
     def copy_expert(self, sql: str, *args: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._cursor.copy_expert(sql, *args)
-        finally:
-            self._timers.add("copy", time.perf_counter() - started)
+        return self._timed("copy", self._cursor.copy_expert, sql, *args)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)

@@ -125,13 +125,17 @@ def options(warehouse: Warehouse) -> dict[str, list[str]]:
     return _options.get(warehouse, (), lambda: _read_options(warehouse))
 
 
+def _first_names(column: Any) -> Any:
+    """The first ``SUGGESTIONS`` distinct values of ``column`` in order (``programme.distinct_values``)."""
+    names = programme.distinct_values(column).subquery()
+    return select(names.c.value).order_by(names.c.value).limit(SUGGESTIONS)
+
+
 def _read_options(warehouse: Warehouse) -> dict[str, list[str]]:
     with warehouse.engine.connect() as conn:
         combos = conn.execute(select(findings.c.issue_type, findings.c.status, findings.c.severity).distinct()).all()
-        repositories = [r for (r,) in conn.execute(select(findings.c.repository_name).distinct().where(
-            findings.c.repository_name.is_not(None)).order_by(findings.c.repository_name).limit(SUGGESTIONS))]
-        rules = [r for (r,) in conn.execute(select(findings.c.rule_name).distinct().where(
-            findings.c.rule_name.is_not(None)).order_by(findings.c.rule_name).limit(SUGGESTIONS))]
+        repositories, rules = ([*conn.execute(_first_names(column)).scalars()]
+                               for column in (findings.c.repository_name, findings.c.rule_name))
     severities = {s for _, _, s in combos if s}
     return {
         "issue_type": sorted({t for t, _, _ in combos if t}),

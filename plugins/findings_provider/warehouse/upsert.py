@@ -299,12 +299,13 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     target = _target(conn, table)
     postgres = conn.dialect.name == "postgresql"
     distinct = "IS DISTINCT FROM" if postgres else "IS NOT"
-    digest = "digest" in table.c
-    written = (*columns, "digest") if digest else columns
+    # findings, and only findings, carry a digest (compared instead of raw) and a counted mark set on insert
+    is_findings = table is findings
+    written = (*columns, "digest") if is_findings else columns
     names = ", ".join(quote(column) for column in written)
     keys = [column.name for column in table.primary_key.columns]
     updates = [f"{quote(c)} = excluded.{quote(c)}" for c in written if c not in keys]
-    if digest:
+    if is_findings:
         updates.append(f"synced_at = CASE WHEN {target}.raw {distinct} excluded.raw THEN excluded.synced_at "
                        f"ELSE {target}.synced_at END")
         changed = f"{target}.digest {distinct} excluded.digest"
@@ -314,11 +315,9 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     # ``counted`` is not in the SET: an update keeps the stored row's mark
     on_conflict = (f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {', '.join(updates)} "
                    f"WHERE {changed}")
-    # findings: a new row's ``counted`` mark (branches.counted_on_insert)
-    marks = table is findings
     fingerprint_columns = ("issue_type", "repository_name", "match_based_id")
     lookup: tuple[str, ...] = ()
-    if digest:
+    if is_findings:
         first, second = (quote(k) for k in keys)
         ids = "= ANY(CAST(%s AS bigint[]))" if postgres else "IN (SELECT value FROM json_each(?))"
         param = "%s" if postgres else "?"
@@ -326,7 +325,8 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     if postgres:
         stage = _stage(table)
         source, mark = f"{stage} AS s", ""
-        if marks:  # the copies in the page counted over the key columns only (a window over whole rows sorts them)
+        if is_findings:  # a new row's counted mark (branches.counted_on_insert), from the copies in the page
+            # counted over the key columns only (a window over whole rows sorts them)
             fingerprint = ", ".join(quote(c) for c in fingerprint_columns)
             key = " AND ".join(f"c.{quote(k)} = s.{quote(k)}" for k in keys)
             source += (f" JOIN (SELECT {', '.join(quote(k) for k in keys)}, count(*) OVER (PARTITION BY {fingerprint})"
@@ -337,13 +337,13 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
             *lookup,
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
-            f"INSERT INTO {target} ({names}, synced_at{', counted' if marks else ''}) "
+            f"INSERT INTO {target} ({names}, synced_at{', counted' if is_findings else ''}) "
             f"SELECT {', '.join(f's.{quote(c)}' for c in written)}, CAST(%s AS timestamptz){mark} FROM {source} "
             f"{on_conflict}",
         )
     placeholders = ", ".join("?" * (len(written) + 1))
     upsert = f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders}) {on_conflict}"
-    if not digest:
+    if not is_findings:
         return (upsert,)
     # a new finding's mark reads the row's own parameters again by number (?N is the N-th column)
     mark = counted_on_insert("sqlite", target, *(f"?{columns.index(c) + 1}" for c in fingerprint_columns))
