@@ -50,6 +50,18 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def children_peak_rss_mb() -> float:
+    """Peak resident set size of the largest child process waited for so far (the extraction's worker process),
+    in MB; its pages shared with this process (forked) count in both."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of the child processes waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def current_rss_mb() -> float:
     """Current resident set size of this process, in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():

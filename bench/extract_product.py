@@ -21,7 +21,16 @@ import time
 from collections import Counter
 from typing import Any
 
-from common import checkpoint, current_rss_mb, emulator_arguments, peak_rss_mb, reset_database, write_json
+from common import (
+    checkpoint,
+    children_cpu_seconds,
+    children_peak_rss_mb,
+    current_rss_mb,
+    emulator_arguments,
+    peak_rss_mb,
+    reset_database,
+    write_json,
+)
 
 
 class _TaskInstance:
@@ -104,10 +113,11 @@ def main() -> None:
         profiler = cProfile.Profile()
         profiler.enable()
     started = time.perf_counter()
-    cpu_started = time.process_time()
+    cpu_started, children_cpu_started = time.process_time(), children_cpu_seconds()
     result = operator.execute({"ti": ti})
     seconds = time.perf_counter() - started
     cpu_seconds = time.process_time() - cpu_started
+    worker_cpu_seconds = children_cpu_seconds() - children_cpu_started
     if args.profile and args.profiler == "pyinstrument":
         profiler.stop()
         with open(args.profile, "w") as handle:
@@ -138,6 +148,9 @@ def main() -> None:
         "client_requests": result["requests"],
         "per_issue_type": per_type,
         "peak_rss_mb": peak,
+        # the worker process that prepares pages (pipeline.extraction._Preparer), when one ran
+        "worker_peak_rss_mb": children_peak_rss_mb(),
+        "worker_cpu_seconds": worker_cpu_seconds,
         "rss_after_import_mb": rss_after_import,
         "import_s": import_s,
         "xcom_written": ti.xcom.get("written"),

@@ -5,12 +5,12 @@ Pulls every sast and sca page from a page server (``page_server.py``: its own, o
 ``pipeline.extraction.run_extraction`` (full refresh, 3000-item pages), then again into the loaded warehouse (a
 re-sync of unchanged findings), on SQLite and on PostgreSQL. Each pull runs twice per warehouse:
 
-- **isolation**: the fetch-ahead thread replaced by fetching and preparing each page in the main thread, so no phase
-  overlaps another and each one's seconds are its own (a phase in the fetch thread of the real pipeline also
-  competes with the writes for the GIL);
-- **pipeline**: the product as it runs, the fetch thread included; the fetch thread's phases overlap the main
-  thread's, so the main thread's rows add up to the wall time and the fetch thread's rows are hidden behind them
-  except for the main thread's wait for the next page.
+- **isolation**: the fetch-ahead thread and the worker process replaced by fetching and preparing each page in the
+  main thread, so no phase overlaps another and each one's seconds are its own;
+- **pipeline**: the product as it runs: the fetch thread fetches each page, the worker process (from the second
+  page on) turns it into rows and digests; their phases overlap the main thread's, so the main thread's rows add up
+  to the wall time and the others are hidden behind them except for the main thread's wait for the next page (the
+  worker's phases are not measured in this mode).
 
 The phases are timed by wrapping the product's own functions for the length of the run (nothing of the product is
 re-implemented): the client's request (``FindingsClient._call``: HTTP plus the page decode), the page decode
@@ -51,7 +51,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from common import checkpoint, reset_database, write_json
+from common import checkpoint, children_cpu_seconds, reset_database, write_json
 from pulled import ISSUE_TYPES
 
 from devtools.services import Postgres, configured_postgres
@@ -63,13 +63,14 @@ MODES = (("first", "isolation"), ("first", "pipeline"), ("resync", "isolation"),
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("fetch", "fetch: HTTP request and response body (httpx)", "fetch"),
     ("decode", "decode: page JSON into raw items (msgspec)", "fetch"),
-    ("canonical", "canonical form: each item into the canonical reader's struct (msgspec)", "fetch"),
-    ("rows", "row building: canonical values, checks, tuples (`finding_rows` minus the above)", "fetch"),
-    ("finding_rows", "`finding_rows` in all (canonical form + row building)", "fetch"),
+    ("canonical", "canonical form: each item into the canonical reader's struct (msgspec)", "worker"),
+    ("rows", "row building: canonical values, checks, tuples (`finding_rows` minus the above)", "worker"),
+    ("finding_rows", "`finding_rows` in all (canonical form + row building)", "worker"),
+    ("digests", "content digests of the rows (`finding_digests`)", "worker"),
     ("wait", "main thread waiting for the next page", "main"),
     ("loop", "pull loop: de-duplication, seen ids, watermark, logging", "main"),
     ("gc", "garbage collection every 4 pages", "main"),
-    ("upsert_python", "upsert: sort, de-duplicate, content digests, pick the new and changed rows", "main"),
+    ("upsert_python", "upsert: sort, de-duplicate, pick the new and changed rows", "main"),
     ("lock", "SQLite: write lock (`BEGIN IMMEDIATE`)", "main"),
     ("history_setup", "history: context row and TEMP trigger setup", "main"),
     ("lookup", "stored digests of the page's keys (one query per issue type)", "main"),
@@ -83,8 +84,9 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("other_sql", "other statements of the upsert", "main"),
     ("commit", "commit (SQLite: with the WAL auto-checkpoint)", "main"),
     ("not_seen", "count of stored findings no longer listed", "main"),
-    ("recount", "`counted` recount (`branches.recount`)", "main"),
-    ("projects", "projects listing and storing, besides the recount", "main"),
+    ("projects", "projects listing and storing before the pulls, besides its recount", "main"),
+    ("recount", "`counted` recounts (`branches.recount`: the projects' listing's, then the one after the pulls)",
+     "main"),
     ("snapshot", "daily snapshot", "main"),
     ("state", "watermarks and pipeline state", "main"),
 )
@@ -107,6 +109,7 @@ class Timers:
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
         self.in_upsert = threading.local()
+        self.in_projects = threading.local()
 
     def add(self, key: str, seconds: float) -> None:
         self.seconds[key] = self.seconds.get(key, 0.0) + seconds
@@ -196,6 +199,8 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
     finding_rows = rows.finding_rows  # what extraction imported
     decode_finding = rows._decode_finding
 
+    timed_digests = timers.wrap("digests", rows.finding_digests)
+
     def timed_finding_rows(issue_type: str, items: Any, rejected: Any = None) -> Any:
         if isolation:  # the canonical form alone, timed on the side (the same decode finding_rows makes)
             started = time.perf_counter()
@@ -228,10 +233,10 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
 
     upsert_findings = Warehouse.upsert_findings
 
-    def timed_upsert(self: Any, page_rows: Any) -> Any:
+    def timed_upsert(self: Any, page_rows: Any, **kwargs: Any) -> Any:
         timers.in_upsert.active = True
         try:
-            return timers.wrap("upsert_findings", upsert_findings)(self, page_rows)
+            return timers.wrap("upsert_findings", upsert_findings)(self, page_rows, **kwargs)
         finally:
             timers.in_upsert.active = False
 
@@ -250,17 +255,40 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
 
     timed_gc = types.SimpleNamespace(collect=timers.wrap("gc", gc.collect), freeze=gc.freeze, unfreeze=gc.unfreeze,
                                      get_freeze_count=gc.get_freeze_count)
-    recount = timers.wrap("recount", branches.recount)
+    branches_recount, refresh_projects = branches.recount, extraction.refresh_projects
+
+    def recount(*args: Any, **kwargs: Any) -> Any:  # the recount of the projects' listing, or the one after the pulls
+        key = "recount_projects" if getattr(timers.in_projects, "active", False) else "recount_after"
+        return timers.wrap(key, branches_recount)(*args, **kwargs)
+
+    recount_copies = extraction.recount_copies
+
+    def timed_recount_copies(*args: Any, **kwargs: Any) -> Any:  # with its commit
+        if getattr(timers.in_projects, "active", False):
+            return recount_copies(*args, **kwargs)
+        return timers.wrap("recount_copies", recount_copies)(*args, **kwargs)
+
+    def projects_all(*args: Any, **kwargs: Any) -> Any:
+        timers.in_projects.active = True
+        try:
+            return timers.wrap("projects_all", refresh_projects)(*args, **kwargs)
+        finally:
+            timers.in_projects.active = False
     with contextlib.ExitStack() as stack:
         for target, name, value in (
             (endpoints, "_RAW_DECODER", decoder),
             (FindingsClient, "_call", timers.wrap("request", FindingsClient._call)),
             (extraction, "finding_rows", timed_finding_rows),
+            (extraction, "finding_digests", timed_digests),
+            # in isolation no page is prepared in the worker process; in the pipeline the pages after the first are,
+            # and their timers stay in the worker (its phases are not measured there)
+            (extraction, "_decode_processes", (lambda: False) if isolation else extraction._decode_processes),
             (extraction, "_fetched_ahead", sequential if isolation else waited),
             (extraction, "gc", timed_gc),
             (extraction, "recount", recount),
             (branches, "recount", recount),
-            (extraction, "refresh_projects", timers.wrap("projects_all", extraction.refresh_projects)),
+            (extraction, "refresh_projects", projects_all),
+            (extraction, "recount_copies", timed_recount_copies),
             (extraction, "extract_findings", timers.wrap("pull", extraction.extract_findings)),
             (Warehouse, "upsert_findings", timed_upsert),
             (Warehouse, "count_findings", timers.wrap("not_seen", Warehouse.count_findings)),
@@ -280,14 +308,15 @@ def phase_seconds(timers: Timers, isolation: bool) -> dict[str, float]:
     out["fetch"] = t("request") - t("decode")
     if isolation:
         out["rows"] = t("finding_rows") - t("canonical")
-    else:
-        out["canonical"] = out["rows"] = float("nan")  # not split in the pipeline (timing each item would show)
+    else:  # in the worker process from the second page on: not measured
+        out["canonical"] = out["rows"] = out["finding_rows"] = out["digests"] = float("nan")
     sql = ("lock", "history_setup", "lookup", "insert", "upsert", "stage", "copy_text", "copy", "history_diff",
            "merge", "other_sql", "commit")
     out["upsert_python"] = t("upsert_findings") - sum(t(key) for key in sql)
-    fetch_side = t("request") + t("finding_rows") if isolation else t("wait")
+    fetch_side = t("request") + t("finding_rows") + t("digests") if isolation else t("wait")
     out["loop"] = t("pull") - fetch_side - t("upsert_findings") - t("gc") - t("not_seen")
-    out["projects"] = t("projects_all") - t("recount")
+    out["recount"] = t("recount_projects") + t("recount_copies")
+    out["projects"] = t("projects_all") - t("recount_projects")
     return out
 
 
@@ -325,18 +354,20 @@ def one_pull(database_url: str, source: Source, *, isolation: bool) -> dict[str,
             server_before = server_cpu(engine)
             with instrumented(timers, warehouse, isolation=isolation):
                 gc.collect()
-                started, cpu = time.perf_counter(), time.process_time()
+                started, cpu, worker_cpu = time.perf_counter(), time.process_time(), children_cpu_seconds()
                 result = run_extraction(client, warehouse, ISSUE_TYPES, full_refresh=True,
                                         now=datetime.now(timezone.utc))
                 wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+                worker_cpu = children_cpu_seconds() - worker_cpu
             server_after = server_cpu(engine)
     finally:
         engine.dispose()
     server = sum(after - server_before.get(pid, 0.0) for pid, after in server_after.items()) if server_after else None
     phases = phase_seconds(timers, isolation)
-    phases["state"] = wall - timers.get("pull") - timers.get("projects_all") - timers.get("snapshot")
+    phases["state"] = (wall - timers.get("pull") - timers.get("projects_all") - timers.get("recount_copies")
+                       - timers.get("snapshot"))
     return {"findings": result["findings"], "written": result["written"], "wall_s": wall, "cpu_s": cpu,
-            "server_cpu_s": server, "phases": phases, "calls": timers.calls}
+            "worker_cpu_s": worker_cpu, "server_cpu_s": server, "phases": phases, "calls": timers.calls}
 
 
 def table(backend: str, runs: dict[str, dict[str, Any]]) -> str:
@@ -352,6 +383,7 @@ def table(backend: str, runs: dict[str, dict[str, Any]]) -> str:
         cells = ["" if v != v else f"{v:.2f}" for v in values]
         lines.append(f"| {label} | {thread} | " + " | ".join(cells) + " |")
     for name, field in (("**wall**", "wall_s"), ("CPU of the process", "cpu_s"),
+                        ("CPU of its worker process", "worker_cpu_s"),
                         ("CPU of the server's sessions", "server_cpu_s")):
         if any(runs[k].get(field) is None for k in keys):
             continue

@@ -17,6 +17,12 @@ def _rate(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:,.0f}"
 
 
+def _worker(summary: dict[str, Any], key: str, spec: str) -> str:
+    """A figure of the extracting process, then `` + `` that of its worker process when one ran."""
+    worker = summary.get(f"worker_{key}", 0.0)
+    return f"{summary[key]:{spec}}" + (f" + {worker:{spec}}" if worker else "")
+
+
 def write_markdown(results: dict[str, Any], path: Path) -> None:
     m = results["machine"]
     lines = [
@@ -53,7 +59,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
               "empty warehouse; re-sync: the same pull again into the loaded warehouse (unchanged rows). Naive: "
               "`bench/naive_baseline.py` (100-item pages, stdlib `json`, ORM add + commit per row, same SQLite "
               "settings). Peak RSS is the child's `ru_maxrss` (it includes about "
-              f"{_rss_import(results):.0f} MB of imports: Airflow, SQLAlchemy, httpx).",
+              f"{_rss_import(results):.0f} MB of imports: Airflow, SQLAlchemy, httpx). CPU seconds and peak RSS "
+              "`a + b`: the extracting process, then the worker process it forks to prepare the pages after the "
+              "first (`pipeline/extraction.py`, `_Preparer`; its RSS counts the pages it shares with its parent, "
+              "so the two overlap).",
               "",
               "| N | what | runs | findings/s (median) | s (median) | CPU s (median) | runs (findings/s) "
               "| requests sast / sca | peak RSS MB | load avg (max) |",
@@ -71,9 +80,9 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             cpu = s["cpu_seconds_median"]
             lines.append(
                 f"| {int(key):,} | {label} | {s['runs']} | {_rate(s['findings_per_s_median'])} | "
-                f"{s['seconds_median']:.1f} | {'-' if math.isnan(cpu) else f'{cpu:.1f}'} | "
+                f"{s['seconds_median']:.1f} | {'-' if math.isnan(cpu) else _worker(s, 'cpu_seconds_median', '.1f')} | "
                 f"{', '.join(_rate(x) for x in s['findings_per_s_runs'])} | "
-                f"{req.get('sast', 0)} / {req.get('sca', 0)} | {s['peak_rss_mb_max']:.0f} | "
+                f"{req.get('sast', 0)} / {req.get('sca', 0)} | {_worker(s, 'peak_rss_mb_max', '.0f')} | "
                 f"{s['load_average_max']:.1f} |")
     lines += ["", "Per issue type:", ""]
     for key in sorted(results["sizes"], key=int):

@@ -145,6 +145,9 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "seconds_median": median(s["seconds"] for s in samples),
         "peak_rss_mb_median": median(s["peak_rss_mb"] for s in samples),
         "peak_rss_mb_max": max(s["peak_rss_mb"] for s in samples),
+        # the extraction's worker process (0: none ran, e.g. the naive baseline)
+        "worker_peak_rss_mb_max": max(s.get("worker_peak_rss_mb", 0.0) for s in samples),
+        "worker_cpu_seconds_median": median(s.get("worker_cpu_seconds", 0.0) for s in samples),
         "rss_after_import_mb_median": median(s["rss_after_import_mb"] for s in samples),
         "cpu_seconds_median": median(s.get("cpu_seconds", float("nan")) for s in samples),
         "load_average_max": max(max(s["load_average"]) for s in samples),

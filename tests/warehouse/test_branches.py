@@ -145,3 +145,41 @@ def test_marks_stored_with_new_copies_then_recounted_equal_a_recount_from_scratc
     assert counted(warehouse) == incremental
     assert incremental == {1: True, 2: False, 3: False, 4: False, 5: False, 6: True, 7: True, 8: True, 9: True,
                            10: True, 11: True, 12: True, 13: False}
+
+
+def test_a_new_copy_that_a_counted_copy_ranks_before_is_stored_not_counted(warehouse: Warehouse) -> None:
+    projects(warehouse, **{"acme/api": "main"})
+    warehouse.upsert_findings([copy(1, "dev", 1)])  # alone in its fingerprint: the counted copy
+    warehouse.upsert_findings([copy(2, "dev", 5)])  # detected before 1, same rank of branch: 1 keeps the count
+    warehouse.upsert_findings([copy(3, "main", 9)])  # on the primary branch: it takes the count, at the recount
+    warehouse.upsert_findings([copy(4, "dev", 1)])  # detected with 1, a higher id: it takes the count, too
+    assert counted(warehouse) == {1: True, 2: False, 3: None, 4: None}
+    with warehouse.engine.begin() as conn:
+        assert recount(conn) == 3  # 1 loses the count to 3; 4 is not counted; 2 is looked at, unchanged
+    assert counted(warehouse) == {1: False, 2: False, 3: True, 4: False}
+
+
+def test_marks_stored_page_by_page_then_recounted_once_equal_a_recount_from_scratch(warehouse: Warehouse) -> None:
+    """Whatever copies arrive in whatever pages, the marks stored with them and one recount after the last page
+    give what a recount of every copy from scratch gives (the extraction's order: pages, then one recount)."""
+    import random
+
+    chance = random.Random(28)
+    branches = ("main", "dev", "feature/x", "release")
+    rows = [copy(i, chance.choice(branches), chance.choice((0, 1, 1, 2, 5, 9)), f"fp-{chance.randrange(12)}",
+                 repository=chance.choice(("acme/api", "acme/web", "acme/lib")))
+            for i in range(1, 121)]
+    chance.shuffle(rows)
+    projects(warehouse, **{"acme/api": "main", "acme/web": "dev"})  # acme/lib: no primary branch known
+    for start in range(0, len(rows), 7):
+        warehouse.upsert_findings(rows[start:start + 7])
+    at_insert = counted(warehouse)
+    assert False in at_insert.values()  # some copies were decided when stored
+    with warehouse.engine.begin() as conn:
+        recount(conn)
+    incremental = counted(warehouse)
+    assert all(incremental[i] is mark for i, mark in at_insert.items() if mark is False)
+    with warehouse.engine.begin() as conn:
+        conn.execute(findings.update().values(counted=None))
+        recount(conn, everything=True)
+    assert counted(warehouse) == incremental

@@ -29,14 +29,18 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
+import multiprocessing
+import os
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from findings_provider.client.canonical import ISSUE_TYPES, OFFSET_TYPES, forget_logged_unknowns
 from findings_provider.client.errors import FindingsApiError
@@ -44,7 +48,7 @@ from findings_provider.client.limits import FINDINGS_PAGE_SIZE, PROJECTS_PAGE_SI
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.branches import recount, store_projects
-from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN
+from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, finding_digests
 from findings_provider.warehouse.timestamps import utc_text
 
 if TYPE_CHECKING:
@@ -155,20 +159,78 @@ class _Progress:
 
 @dataclass
 class _Page:
-    """One page turned into rows, with the values its findings had that the warehouse cannot hold."""
+    """One page turned into rows, with their content digests and the values its findings had that the warehouse
+    cannot hold."""
 
     rows: list[tuple[Any, ...]]
+    digests: list[int]
     rejected: list[Rejection]
     received: int
 
 
-def _page_rows(issue_type: str) -> Callable[[Any], _Page]:
-    def prepare(page: Any) -> _Page:
-        rejected: list[Rejection] = []
-        items = page.items
-        return _Page(finding_rows(issue_type, items, rejected), rejected, len(items))
+def _prepared(issue_type: str, items: Sequence[msgspec.Raw | bytes]) -> _Page:
+    """A page's items (each finding's bytes) as rows and digests: the work of a page besides its request and its
+    write (in the worker process, or in the fetch thread: ``_Preparer``)."""
+    rejected: list[Rejection] = []
+    rows = finding_rows(issue_type, items, rejected)
+    return _Page(rows, finding_digests(rows), rejected, len(items))
 
-    return prepare
+
+def _decode_processes() -> bool:
+    """Whether pages are prepared in a worker process: where the process may run on more than one core, and a
+    child can be forked (the fork is cheap and needs no imports; a spawned child would import the provider, about
+    a second)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores > 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+class _Preparer:
+    """Prepares the pages of one pull (``_prepared``): in the fetch thread, or in one worker process while the pull
+    writes most of what it reads (a first load), so that decoding, row building and hashing run on another core
+    than the warehouse write.
+
+    The interpreter lock is the limit a thread meets: the fetch thread's Python work (about 1.5 s of CPU per
+    100,000 findings with the digests) and the writer's (binding every row's values, the page's bookkeeping) take
+    turns on it, and each waits for the other. The process gets a page's items as bytes and returns its rows and
+    digests (pickled: about 8 ms each way for a page of 3000 findings). That transfer is a loss when the main
+    thread has little to do, so ``writes`` (set by the pull after each page: did it write at least half of the
+    findings it had not seen?) sends the next pages to the process or keeps them in the thread: a re-sync of
+    unchanged findings prepares its pages in the thread, as the first two pages of every pull.
+
+    The process is forked when it is first needed, from the fetch thread (a spawned one would import the provider
+    first, about a second); the child runs only ``_prepared`` (no logging, no I/O) and leaves by ``os._exit``,
+    never touching the parent's connections. A child that dies fails the pull (``BrokenProcessPool``), which the
+    task's retries repeat; nothing is written from the child.
+    """
+
+    def __init__(self, issue_type: str, *, processes: bool | None = None) -> None:
+        self.issue_type = issue_type
+        #: Whether the pull writes most of what it reads (the pages then go to the process); unknown until the
+        #: first page is written, while the second is prepared already.
+        self.writes = False
+        self._processes = _decode_processes() if processes is None else processes
+        self._pool: ProcessPoolExecutor | None = None
+        self._pages = 0
+
+    def __call__(self, page: Any) -> _Page:
+        items = page.items
+        self._pages += 1
+        if not self._processes or not self.writes:
+            return _prepared(self.issue_type, items)
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+        return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items]).result()
+
+    def __enter__(self) -> _Preparer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def _pages(
@@ -268,35 +330,58 @@ def _pull(
     latest: str,
 ) -> None:
     pages = _pages(client, issue_type, since, page_size)
-    for page in _fetched_ahead(pages, _page_rows(issue_type)):
-        rows = page.rows
-        result.requests += 1
-        fresh = [row for row in rows if row[_ID] not in progress.seen]
-        result.pages += 1
-        result.received += page.received
-        result.duplicates += len(rows) - len(fresh)
-        if page.rejected:
-            _note_rejected(result, progress, page.rejected)
-        if fresh:
-            progress.seen.update(row[_ID] for row in fresh)
-            newest = max((row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]), default=None)
-            if newest and newest > latest:  # canonical UTC texts compare as instants
-                dates = [row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]]
-                result.future_dated += sum(1 for date in dates if date > latest)
-                newest = max((date for date in dates if date <= latest), default=None)
-            if newest and (progress.newest is None or newest > progress.newest):
-                progress.newest = newest
-            result.written += warehouse.upsert_findings(fresh)
-        result.unique = len(progress.seen)
-        log.info(
-            "pulled %d %s findings, page %d, %d total (%d written)",
-            len(rows), issue_type, result.pages, result.unique, result.written,
-        )
-        del page, rows, fresh
-        if on_page is not None:
-            on_page(result)
-        if result.pages % GC_EVERY_PAGES == 0:
-            gc.collect()
+    with _Preparer(issue_type) as prepare:
+        for page in _fetched_ahead(pages, prepare):
+            fresh, written = _store_page(warehouse, issue_type, page, on_page, result, progress, latest)
+            del page  # not held while the next page is awaited
+            prepare.writes = written * 2 >= fresh  # (for a page two ahead: the next one is being prepared already)
+
+
+def _store_page(
+    warehouse: Warehouse,
+    issue_type: str,
+    page: _Page,
+    on_page: Callable[[PullResult], None] | None,
+    result: PullResult,
+    progress: _Progress,
+    latest: str,
+) -> tuple[int, int]:
+    """Count one prepared page and upsert its findings not seen earlier in the pull (one transaction); return how
+    many findings it held that the pull had not seen yet, and how many of them were written."""
+    rows = page.rows
+    written = 0
+    result.requests += 1
+    seen = progress.seen
+    fresh, digests = rows, page.digests
+    if any(row[_ID] in seen for row in rows):  # a result set that moves while paging repeats items
+        kept = [(row, digest) for row, digest in zip(rows, digests, strict=True) if row[_ID] not in seen]
+        fresh, digests = [row for row, _ in kept], [digest for _, digest in kept]
+    result.pages += 1
+    result.received += page.received
+    result.duplicates += len(rows) - len(fresh)
+    if page.rejected:
+        _note_rejected(result, progress, page.rejected)
+    if fresh:
+        progress.seen.update(row[_ID] for row in fresh)
+        newest = max((row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]), default=None)
+        if newest and newest > latest:  # canonical UTC texts compare as instants
+            dates = [row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]]
+            result.future_dated += sum(1 for date in dates if date > latest)
+            newest = max((date for date in dates if date <= latest), default=None)
+        if newest and (progress.newest is None or newest > progress.newest):
+            progress.newest = newest
+        written = warehouse.upsert_findings(fresh, digests=digests)
+        result.written += written
+    result.unique = len(progress.seen)
+    log.info(
+        "pulled %d %s findings, page %d, %d total (%d written)",
+        len(rows), issue_type, result.pages, result.unique, result.written,
+    )
+    if on_page is not None:
+        on_page(result)
+    if result.pages % GC_EVERY_PAGES == 0:
+        gc.collect()
+    return len(fresh), written
 
 
 def _note_rejected(result: PullResult, progress: _Progress, rejected: list[Rejection]) -> None:
@@ -417,10 +502,15 @@ def run_extraction(
     now = now or datetime.now(timezone.utc)
     results: dict[str, Any] = {}
     error: Exception | None = None
-    forget_logged_unknowns()  # an enum value nobody knows yet is stored as received and logged once per run
-    for issue_type in dict.fromkeys(issue_types):
+    issue_types = list(dict.fromkeys(issue_types))
+    for issue_type in issue_types:
         if issue_type not in ISSUE_TYPES:
             raise ValueError(f"issue_types: unknown issue type {issue_type!r}; expected {', '.join(ISSUE_TYPES)}")
+    # first, so that a new copy of a finding is stored with its counted mark where the primary branch decides it
+    # (branches.counted_on_insert); the copies left unmarked are recounted after the pulls
+    projects = refresh_projects(client, warehouse, now)
+    forget_logged_unknowns()  # an enum value nobody knows yet is stored as received and logged once per run
+    for issue_type in issue_types:
         since, reason = pull_since(
             warehouse,
             issue_type,
@@ -451,7 +541,11 @@ def run_extraction(
         )
     if error is not None:
         raise error
-    projects = refresh_projects(client, warehouse, now)
+    started = time.perf_counter()
+    recounted = recount_copies(warehouse)
+    projects["recounted"] += recounted
+    log.info("%d findings' counted copy changed with the copies pulled (%.1f s)", recounted,
+             time.perf_counter() - started)
     started = time.perf_counter()
     snapshot = warehouse.take_snapshot(now.date())
     log.info("snapshot of %s: %d rows of counts by issue type, repository, severity and status (%.1f s)",
@@ -472,23 +566,30 @@ def refresh_projects(client: FindingsClient, warehouse: Warehouse, now: datetime
     """List every project and store them with their primary branches, then mark the copy of each finding the
     service counts (:mod:`findings_provider.warehouse.branches`); return what was stored.
 
-    A listing the service refuses or cannot finish leaves the stored projects as they were (the copies are
-    recounted against them) and is logged, not raised: the findings just pulled are stored either way, and only
-    the choice among copies of one finding waits for the next listing. A 404 included: the pulls just proved the
-    deployment, and the reference does not give the listing's path (a service may serve it elsewhere or not at all).
+    :func:`run_extraction` calls it before its pulls, so that the copies it stores are marked against the current
+    primary branches. A listing the service refuses or cannot finish leaves the stored projects as they were (the
+    copies are recounted against them) and is logged, not raised: the findings are pulled and stored either way,
+    and only the choice among copies of one finding waits for the next listing. A 404 included: the reference does
+    not give the listing's path (a service may serve it elsewhere or not at all); a wrong deployment fails the
+    pulls that follow.
     """
     started = time.perf_counter()
     try:
         listed = list(client.items(client.list_projects, page_size=page_size))
     except FindingsApiError as exc:
         log.warning("projects: listing failed, the stored projects' primary branches are used: %s", exc)
-        with warehouse.engine.begin() as conn:
-            recounted = recount(conn)
-        return {"projects": None, "recounted": recounted, "error": str(exc)}
+        return {"projects": None, "recounted": recount_copies(warehouse), "error": str(exc)}
     stored = store_projects(warehouse, listed, now=now)
     log.info("projects: %d listed, %d findings' counted copy changed (%.1f s)", stored["projects"],
              stored["recounted"], time.perf_counter() - started)
     return stored
+
+
+def recount_copies(warehouse: Warehouse) -> int:
+    """Mark the counted copy of the findings stored unmarked (``branches.recount``, in a transaction of its own);
+    return the rows whose mark changed."""
+    with warehouse.engine.begin() as conn:
+        return recount(conn)
 
 
 def _record_reconciled(warehouse: Warehouse, issue_type: str, start: datetime, run_id: str | None) -> None:

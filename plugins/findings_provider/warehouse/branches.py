@@ -96,33 +96,52 @@ def recount(conn: Connection, *, everything: bool = False) -> int:
     return int(changed)
 
 
-def counted_on_insert(dialect: str, target: str, issue_type: str, repository: str, match_based_id: str,
-                      *, copies_in_batch: str | None = None) -> str:
+def counted_on_insert(dialect: str, target: str, issue_type: str, repository: str, match_based_id: str, ref: str,
+                      relevant_since: str, ident: str, *, copies_in_batch: str | None = None) -> str:
     """SQL of the ``counted`` mark a new finding row is inserted with (the upserts' statements, ``.upsert``).
 
-    True when the copy is always counted, or when no other copy of its fingerprint is stored: the one copy of a
-    fingerprint is the counted one, what :func:`recount` would set. NULL (not marked yet) when another copy is
-    stored, so that the next :func:`recount` ranks the copies. A first load then leaves the recount only the
-    fingerprints with several copies, instead of rewriting every row (and three indexes) to mark it.
+    The mark :func:`recount` would set, where one stored copy decides it; NULL (not marked yet) otherwise, so that
+    the next :func:`recount` ranks the copies:
 
-    ``issue_type``, ``repository``, ``match_based_id``: the SQL of the new row's values; ``target``: the findings
-    table as quoted. ``copies_in_batch`` (PostgreSQL, whose one ``INSERT ... SELECT`` does not see the rows it
-    inserts itself): the SQL of how many rows of the batch share the fingerprint. SQLite inserts row by row, each
+    - true when the copy is always counted, or when no other copy of its fingerprint is stored (the one copy is
+      the counted one);
+    - false when the stored copy marked counted ranks before it (primary branch, then detected later, then the
+      higher id: the recount's order). The pages of a pull arrive newest first, so most copies after the first
+      of a fingerprint are stored false, and a first load leaves the recount the few copies that take the count
+      from a stored one (one on the primary branch after one elsewhere, or a copy detected later);
+    - NULL otherwise (another copy is stored and none marked counted ranks before it).
+
+    The recount then rewrites only those rows instead of every copy (2-3 KB each, and the indexes that hold
+    ``counted``).
+
+    ``issue_type`` … ``ident``: the SQL of the new row's values; ``target``: the findings table as quoted.
+    ``copies_in_batch`` (PostgreSQL, whose one ``INSERT ... SELECT`` does not see the rows it inserts itself): the
+    SQL of how many rows of the batch share the fingerprint (more than one: NULL). SQLite inserts row by row, each
     seeing the ones before it.
     """
     every_branch = ", ".join(f"'{kind}'" for kind in EVERY_BRANCH_TYPES)
     always = f"{issue_type} IN ({every_branch}) OR {match_based_id} IS NULL OR {match_based_id} = ''"
     same = f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id}"
-    if dialect == "sqlite":  # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
-        stored = f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name IS {repository})"
-        marked = "1"
-    else:  # two indexable lookups: IS NOT DISTINCT FROM is not one
-        stored = (f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name = {repository}) "
-                  f"OR ({repository} IS NULL AND EXISTS (SELECT 1 FROM {target} AS f WHERE {same} "
-                  "AND f.repository_name IS NULL))")
-        marked = "TRUE"
+    marked, unmarked = ("1", "0") if dialect == "sqlite" else ("TRUE", "FALSE")
+    primary = f"(SELECT p.primary_branch FROM {projects.name} AS p WHERE p.name = {repository})"
+    new_rank, stored_rank = (f"CASE WHEN {branch} = {primary} THEN 0 ELSE 1 END" for branch in (ref, "f.ref"))
+    ranks_before = (
+        f"({stored_rank} < {new_rank} OR ({stored_rank} = {new_rank} AND (f.relevant_since > {relevant_since} "
+        f"OR (f.relevant_since IS NOT NULL AND {relevant_since} IS NULL) OR ((f.relevant_since = {relevant_since} "
+        f"OR (f.relevant_since IS NULL AND {relevant_since} IS NULL)) AND f.id > {ident}))))"
+    )
+
+    def copies(condition: str) -> str:
+        if dialect == "sqlite":  # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
+            return f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name IS {repository}{condition})"
+        # two indexable lookups: IS NOT DISTINCT FROM is not one
+        return (f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name = {repository}{condition}) "
+                f"OR ({repository} IS NULL AND EXISTS (SELECT 1 FROM {target} AS f WHERE {same} "
+                f"AND f.repository_name IS NULL{condition}))")
+
     batch = "" if copies_in_batch is None else f"WHEN {copies_in_batch} > 1 THEN NULL "
-    return f"CASE WHEN {always} THEN {marked} {batch}WHEN {stored} THEN NULL ELSE {marked} END"
+    return (f"CASE WHEN {always} THEN {marked} {batch}WHEN NOT ({copies('')}) THEN {marked} "
+            f"WHEN {copies(f' AND f.counted = {marked} AND {ranks_before}')} THEN {unmarked} ELSE NULL END")
 
 
 def project_rows(listed: Iterable[Project], now: datetime) -> list[dict[str, Any]]:

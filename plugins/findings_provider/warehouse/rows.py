@@ -200,6 +200,12 @@ def content_digest(raw: str) -> int:
     return int.from_bytes(hashlib.blake2b(raw.encode(), digest_size=8).digest(), "big", signed=True)
 
 
+def finding_digests(rows: Iterable[Row]) -> list[int]:
+    """The :func:`content_digest` of each ``FINDING_COLUMNS`` row, in order."""
+    raw = FINDING_COLUMNS.index("raw")
+    return [content_digest(row[raw]) for row in rows]
+
+
 def _text(value: object) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -304,7 +310,9 @@ def _holdable(row: Row, rejected: list[Rejection] | None) -> Row | None:
     return tuple(values)
 
 
-def _undecodable(issue_type: str, item: msgspec.Raw, error: Exception, rejected: list[Rejection] | None) -> None:
+def _undecodable(
+    issue_type: str, item: msgspec.Raw | bytes, error: Exception, rejected: list[Rejection] | None
+) -> None:
     """Report a finding that is not valid UTF-8 JSON (with its id, when a lenient decoding finds one)."""
     if rejected is None:
         raise ValueError(f"{issue_type} finding is {NOT_UTF8} ({error}): {bytes(item)[:200]!r}")
@@ -316,7 +324,7 @@ def _undecodable(issue_type: str, item: msgspec.Raw, error: Exception, rejected:
 
 
 def finding_rows(
-    issue_type: str, items: Sequence[msgspec.Raw], rejected: list[Rejection] | None = None
+    issue_type: str, items: Sequence[msgspec.Raw | bytes], rejected: list[Rejection] | None = None
 ) -> list[Row]:
     """Build ``FINDING_COLUMNS`` tuples from findings given as the raw bytes sliced out of a page.
 
@@ -340,7 +348,9 @@ def finding_rows(
     return rows
 
 
-def _decodable_rows(issue_type: str, items: Sequence[msgspec.Raw], rejected: list[Rejection] | None) -> list[Row]:
+def _decodable_rows(
+    issue_type: str, items: Sequence[msgspec.Raw | bytes], rejected: list[Rejection] | None
+) -> list[Row]:
     """The rows of the items that decode; the others are reported (or raise, without ``rejected``)."""
     rows = []
     for item in items:

@@ -51,7 +51,7 @@ from .rows import (
     POLICY_RULE_COLUMNS,
     SCAN_COLUMNS,
     Row,
-    content_digest,
+    finding_digests,
 )
 from .schema import dependencies, dependency_repositories, findings, policy_rules, scans
 from .timestamps import utc_now_text
@@ -64,7 +64,6 @@ _INSERTS: dict[str, Callable[[Table], Any]] = {"sqlite": sqlite.insert, "postgre
 RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: SQLSTATEs of a server that is shutting down or starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
 _SHUTDOWN_CODES = ("57P01", "57P02", "57P03")
-_RAW = FINDING_COLUMNS.index("raw")
 _ISSUE_TYPE, _ID = FINDING_COLUMNS.index("issue_type"), FINDING_COLUMNS.index("id")
 
 
@@ -90,19 +89,24 @@ class BulkUpserter:
 
     # --- bulk upserts -----------------------------------------------------------------------------
 
-    def upsert_findings(self, rows: Sequence[Row]) -> int:
+    def upsert_findings(self, rows: Sequence[Row], *, digests: Sequence[int] | None = None) -> int:
         """Insert or update findings (``FINDING_COLUMNS`` tuples) in one transaction; return rows written (new ones,
         changed ones, and stored ones without a digest yet).
 
         Only the findings whose ``digest`` differs from the stored one are sent to the database (see the module's
         docstring). In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
-        ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`).
+        ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`). ``digests``: the rows'
+        :func:`.rows.finding_digests`, when the caller has them already (the extraction computes them beside
+        the rows, in its worker process).
         """
-        unique = _unique(findings, FINDING_COLUMNS, rows)
-        if not unique:
+        if digests is None:
+            digests = finding_digests(rows)
+        at = _unique_at(findings, FINDING_COLUMNS, rows)
+        if not at:
             return 0
+        unique = [rows[i] for i in at]
+        digests = [digests[i] for i in at]
         now = utc_now_text()
-        digests = [content_digest(row[_RAW]) for row in unique]
 
         def write() -> int:
             with self.engine.begin() as conn:
@@ -252,8 +256,14 @@ def _target(conn: Connection, table: Table) -> str:
 def _unique(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> list[Row]:
     """``rows`` without duplicate keys (the table's primary key; of duplicates the last one wins), in key order, so
     that concurrent upserts of overlapping pages cannot deadlock."""
+    return [rows[i] for i in _unique_at(table, columns, rows)]
+
+
+def _unique_at(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> list[int]:
+    """The positions in ``rows`` of :func:`_unique`'s rows, in its order."""
     key = itemgetter(*(columns.index(column.name) for column in table.primary_key.columns))
-    return sorted({key(row): row for row in rows}.values(), key=key)
+    last = {key(row): at for at, row in enumerate(rows)}
+    return [last[k] for k in sorted(last)]
 
 
 def _stored_digests(
@@ -316,6 +326,7 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     on_conflict = (f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {', '.join(updates)} "
                    f"WHERE {changed}")
     fingerprint_columns = ("issue_type", "repository_name", "match_based_id")
+    mark_columns = (*fingerprint_columns, "ref", "relevant_since", "id")
     lookup: tuple[str, ...] = ()
     if is_findings:
         first, second = (quote(k) for k in keys)
@@ -331,7 +342,7 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
             key = " AND ".join(f"c.{quote(k)} = s.{quote(k)}" for k in keys)
             source += (f" JOIN (SELECT {', '.join(quote(k) for k in keys)}, count(*) OVER (PARTITION BY {fingerprint})"
                        f" AS copies FROM {stage}) AS c ON {key}")
-            mark = ", " + counted_on_insert("postgresql", target, *(f"s.{quote(c)}" for c in fingerprint_columns),
+            mark = ", " + counted_on_insert("postgresql", target, *(f"s.{quote(c)}" for c in mark_columns),
                                             copies_in_batch="c.copies")
         return (
             *lookup,
@@ -346,7 +357,7 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     if not is_findings:
         return (upsert,)
     # a new finding's mark reads the row's own parameters again by number (?N is the N-th column)
-    mark = counted_on_insert("sqlite", target, *(f"?{columns.index(c) + 1}" for c in fingerprint_columns))
+    mark = counted_on_insert("sqlite", target, *(f"?{columns.index(c) + 1}" for c in mark_columns))
     insert = f"INSERT INTO {target} ({names}, synced_at, counted) VALUES ({placeholders}, {mark})"
     return (*lookup, insert, upsert)
 

@@ -1,0 +1,83 @@
+"""Pages prepared in a worker process (``pipeline.extraction._Preparer``): the same rows, digests and rejected
+values as in the fetch thread, while a pull writes most of what it reads."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import types
+from typing import Any
+
+import orjson
+from findings_provider.pipeline import extraction
+from findings_provider.warehouse.rows import content_digest
+
+from .fakes import FakeApi, finding
+from .test_extraction import rows, run
+
+
+def page(*findings: dict) -> types.SimpleNamespace:
+    return types.SimpleNamespace(items=[orjson.dumps(body) for body in findings])
+
+
+def test_pages_after_the_first_are_prepared_in_a_worker_process_alike() -> None:
+    pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 50))) for start in (1, 51, 101)]
+    pages[2].items[3] = orjson.dumps({**finding(104, minutes_ago=1), "rule_name": "a\x00b"})
+    with extraction._Preparer("sast", processes=True) as prepare:
+        first = prepare(pages[0])
+        assert prepare._pool is None  # until the first page is written, whether the pull writes is unknown
+        prepare.writes = True
+        later = [prepare(p) for p in pages[1:]]
+        pool: Any = prepare._pool
+        workers = set(pool._processes)
+    assert workers
+    assert os.getpid() not in workers
+    for got, given in zip((first, *later), pages, strict=True):
+        alike = extraction._prepared("sast", given.items)
+        assert (got.rows, got.digests, got.rejected, got.received) == (
+            alike.rows, alike.digests, alike.rejected, alike.received)
+        assert got.digests == [content_digest(row[-1]) for row in got.rows]  # raw is the last column
+    assert [r.field for r in later[1].rejected] == ["rule_name"]
+
+
+def test_a_pull_with_values_rejected_on_later_pages_reports_them_and_stores_the_rest(
+        api: FakeApi, warehouse) -> None:
+    api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 301)]
+    api.by_id("sast", 205)["id"] = 2**64  # on the third page: prepared in the worker
+    api.by_id("sast", 150)["rule_name"] = "rule\x00name"
+
+    result = run(api, warehouse)["issue_types"]["sast"]
+
+    stored = rows(warehouse)
+    assert set(stored) == set(range(1, 301)) - {205}
+    assert (stored[150].rule_name, stored[151].rule_name) == (None, "rule.a")
+    assert (result["rejected"], result["skipped"], result["unique"], result["written"]) == (2, 1, 299, 299)
+    assert {r["field"] for r in result["rejected_sample"]} == {"id", "rule_name"}
+
+
+def test_a_pull_that_writes_little_prepares_its_pages_in_the_thread() -> None:
+    pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 20))) for start in (1, 21, 41)]
+    with extraction._Preparer("sast", processes=True) as prepare:
+        prepare(pages[0])
+        prepare.writes = False  # a re-sync: a page wrote less than half of its findings
+        prepare(pages[1])
+        assert prepare._pool is None
+        prepare.writes = True
+        prepare(pages[2])
+        assert prepare._pool is not None
+
+
+def test_a_resync_of_unchanged_findings_starts_no_worker_process(api: FakeApi, warehouse, monkeypatch) -> None:
+    api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 501)]
+    started: list[str] = []
+    pool = concurrent.futures.ProcessPoolExecutor
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        started.append("pool")
+        return pool(*args, **kwargs)
+
+    monkeypatch.setattr(extraction, "ProcessPoolExecutor", recorded)
+    first = run(api, warehouse)["issue_types"]["sast"]
+    assert (first["unique"], first["written"], started) == (500, 500, ["pool"])  # a first load: one process
+    again = run(api, warehouse, full_refresh=True)["issue_types"]["sast"]
+    assert (again["unique"], again["written"], started) == (500, 0, ["pool"])  # unchanged: none more
