@@ -19,9 +19,11 @@ NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
 
 def copy(finding_id: int, ref: str, days_ago: float, fingerprint: str | None = "fp-1", issue_type: str = "sast",
-         repository: str = "acme/api", **fields: Any) -> tuple:
+         repository: str | None = "acme/api", **fields: Any) -> tuple:
     body = {"id": finding_id, "status": "open", "severity": "high", "ref": ref, "repository": {"name": repository},
             "relevant_since": (NOW - timedelta(days=days_ago)).isoformat(), **fields}
+    if repository is None:
+        del body["repository"]
     if fingerprint is not None:
         body["match_based_id"] = fingerprint
     return finding_row_from_dict(issue_type, body)
@@ -145,3 +147,30 @@ def test_marks_stored_with_new_copies_then_recounted_equal_a_recount_from_scratc
     assert counted(warehouse) == incremental
     assert incremental == {1: True, 2: False, 3: False, 4: False, 5: False, 6: True, 7: True, 8: True, 9: True,
                            10: True, 11: True, 12: True, 13: False}
+
+
+def test_new_copies_are_stored_marked_by_the_rule_before_any_recount(warehouse: Warehouse) -> None:
+    """The mark a new copy is inserted with (both dialects: SQLite's SQL row by row, PostgreSQL's ``COPY`` of new
+    rows from ``branches.marks_on_insert``): true when always counted or the one copy of its fingerprint, stored or
+    in the same page (a NULL repository equals a NULL repository only); NULL otherwise. SQLite inserts row by row,
+    so the first of a page's copies sees no other yet."""
+    first_in_page = True if warehouse.engine.dialect.name == "sqlite" else None
+    secret = finding_row_from_dict("secrets", {"id": "20", "ref": "dev", "ruleHashId": "h",
+                                               "repository": {"name": "acme/api"}})
+    warehouse.upsert_findings([
+        copy(1, "main", 1, "fp-1"), copy(2, "a", 1, "fp-2"), copy(3, "b", 1, "fp-2"), copy(4, "main", 1, None),
+        copy(5, "main", 1, ""), copy(6, "main", 1, "fp-6", repository=None), copy(11, "main", 1, "fp-9"),
+        finding_row_from_dict("secrets", {"id": "19", "ref": "main", "ruleHashId": "h",
+                                          "repository": {"name": "acme/api"}}),
+    ])
+    assert counted(warehouse) == {1: True, 2: first_in_page, 3: None, 4: True, 5: True, 6: True, 11: True, 19: True}
+    warehouse.upsert_findings([
+        copy(7, "dev", 1, "fp-1"),  # a copy of 1, stored
+        copy(8, "dev", 1, "fp-6", repository=None),  # a copy of 6 (NULL repository), stored
+        copy(9, "x", 1, "fp-6", repository="acme/other"),  # fp-6 of another repository: alone
+        copy(10, "dev", 1, "fp-9", repository=None),  # fp-9 is stored for acme/api only: alone
+        copy(12, "dev", 1, "fp-12"), copy(13, "main", 1, "fp-12"),  # two copies in the page
+        copy(14, "main", 1, "fp-14"), secret,
+    ])
+    assert counted(warehouse) == {1: True, 2: first_in_page, 3: None, 4: True, 5: True, 6: True, 11: True, 19: True,
+                                  7: None, 8: None, 9: True, 10: True, 12: first_in_page, 13: None, 14: True, 20: True}

@@ -24,7 +24,7 @@ ticketed on its own) and marks the counted one:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -96,33 +96,79 @@ def recount(conn: Connection, *, everything: bool = False) -> int:
     return int(changed)
 
 
-def counted_on_insert(dialect: str, target: str, issue_type: str, repository: str, match_based_id: str,
-                      *, copies_in_batch: str | None = None) -> str:
-    """SQL of the ``counted`` mark a new finding row is inserted with (the upserts' statements, ``.upsert``).
+#: A finding's fingerprint: (issue type, repository name, ``match_based_id``); NULL repositories are one.
+Fingerprint = tuple[str, str | None, str | None]
 
-    True when the copy is always counted, or when no other copy of its fingerprint is stored: the one copy of a
-    fingerprint is the counted one, what :func:`recount` would set. NULL (not marked yet) when another copy is
-    stored, so that the next :func:`recount` ranks the copies. A first load then leaves the recount only the
-    fingerprints with several copies, instead of rewriting every row (and three indexes) to mark it.
+
+def always_counted(issue_type: str, match_based_id: str | None) -> bool:
+    """Whether every copy of such a finding is counted: a secret, or a finding without a fingerprint."""
+    return issue_type in EVERY_BRANCH_TYPES or not match_based_id
+
+
+def counted_on_insert(target: str, issue_type: str, repository: str, match_based_id: str) -> str:
+    """SQLite: the SQL of the ``counted`` mark a new finding row is inserted with (``.upsert``), the rule of
+    :func:`marks_on_insert` for one row: SQLite inserts row by row, each seeing the ones inserted before it.
 
     ``issue_type``, ``repository``, ``match_based_id``: the SQL of the new row's values; ``target``: the findings
-    table as quoted. ``copies_in_batch`` (PostgreSQL, whose one ``INSERT ... SELECT`` does not see the rows it
-    inserts itself): the SQL of how many rows of the batch share the fingerprint. SQLite inserts row by row, each
-    seeing the ones before it.
+    table as quoted.
     """
     every_branch = ", ".join(f"'{kind}'" for kind in EVERY_BRANCH_TYPES)
     always = f"{issue_type} IN ({every_branch}) OR {match_based_id} IS NULL OR {match_based_id} = ''"
-    same = f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id}"
-    if dialect == "sqlite":  # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
-        stored = f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name IS {repository})"
-        marked = "1"
-    else:  # two indexable lookups: IS NOT DISTINCT FROM is not one
-        stored = (f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name = {repository}) "
-                  f"OR ({repository} IS NULL AND EXISTS (SELECT 1 FROM {target} AS f WHERE {same} "
-                  "AND f.repository_name IS NULL))")
-        marked = "TRUE"
-    batch = "" if copies_in_batch is None else f"WHEN {copies_in_batch} > 1 THEN NULL "
-    return f"CASE WHEN {always} THEN {marked} {batch}WHEN {stored} THEN NULL ELSE {marked} END"
+    # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
+    stored = (f"EXISTS (SELECT 1 FROM {target} AS f WHERE f.issue_type = {issue_type} "
+              f"AND f.match_based_id = {match_based_id} AND f.repository_name IS {repository})")
+    return f"CASE WHEN {always} THEN 1 WHEN {stored} THEN NULL ELSE 1 END"
+
+
+def marks_on_insert(new: Sequence[Fingerprint], written: Mapping[Fingerprint, int],
+                    stored: Callable[[set[Fingerprint]], set[Fingerprint]]) -> list[bool | None]:
+    """The ``counted`` marks new finding rows are inserted with, in order of ``new`` (their fingerprints).
+
+    True when the copy is always counted (:func:`always_counted`), or when it is the one copy of its fingerprint:
+    none other is stored, nor written in the same batch; what :func:`recount` would set. NULL (not marked yet)
+    otherwise, so that the next :func:`recount` ranks the copies. A first load then leaves the recount only the
+    fingerprints with several copies, instead of rewriting every row (and three indexes) to mark it.
+
+    ``written``: how many rows of the batch (new and changed ones) have each fingerprint; ``stored``: of the
+    fingerprints given, those with a stored copy (read before the batch is written; PostgreSQL:
+    :func:`stored_fingerprints`). SQLite computes the same rule in SQL, row by row (:func:`counted_on_insert`).
+    """
+    # always_counted inlined: a call per row costs more than the test
+    always = [fp[0] in EVERY_BRANCH_TYPES or not fp[2] for fp in new]
+    alone = {fp for fp, kept in zip(new, always) if not kept and written[fp] == 1}
+    found = stored(alone) if alone else set()
+    return [True if kept else True if fp in alone and fp not in found else None for fp, kept in zip(new, always)]
+
+
+def _text_array(values: Iterable[str]) -> str:
+    """A PostgreSQL ``text[]`` literal of ``values`` (none NULL)."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+def stored_fingerprints(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> set[Fingerprint]:
+    """PostgreSQL: of ``fingerprints``, those with a stored copy in ``target`` (the findings table as quoted).
+
+    One query per issue type; each fingerprint is one probe of ``ix_findings_fingerprint`` (a correlated
+    ``EXISTS``, kept from becoming a join by its ``OFFSET 0``: whatever the table's statistics, as during a first
+    load, the plan stays a probe per fingerprint). A NULL repository is probed by ``IS NULL``.
+    """
+    found: set[Fingerprint] = set()
+    probe = ("EXISTS (SELECT FROM {target} AS f WHERE f.issue_type = %(type)s AND f.repository_name {repository} "
+             "AND f.match_based_id = p.m OFFSET 0)")
+    sql = (f"SELECT p.r, p.m FROM unnest(CAST(%(repos)s AS text[]), CAST(%(ids)s AS text[])) AS p(r, m) "
+           f"WHERE {probe.format(target=target, repository='= p.r')} "
+           f"UNION ALL SELECT NULL, p.m FROM unnest(CAST(%(unnamed)s AS text[])) AS p(m) "
+           f"WHERE {probe.format(target=target, repository='IS NULL')}")
+    by_type: dict[str, list[Fingerprint]] = {}
+    for fp in fingerprints:
+        by_type.setdefault(fp[0], []).append(fp)
+    for issue_type, group in sorted(by_type.items()):
+        named = [fp for fp in group if fp[1] is not None]
+        cursor.execute(sql, {"type": issue_type, "repos": _text_array(fp[1] for fp in named),
+                             "ids": _text_array(fp[2] for fp in named),
+                             "unnamed": _text_array(fp[2] for fp in group if fp[1] is None)})
+        found.update((issue_type, repository, match_based_id) for repository, match_based_id in cursor.fetchall())
+    return found
 
 
 def project_rows(listed: Iterable[Project], now: datetime) -> list[dict[str, Any]]:
