@@ -22,8 +22,8 @@ from findings_provider.warehouse import (
     make_engine,
     policy_rule_rows,
     scan_rows,
+    upsert,
 )
-from findings_provider.warehouse import upsert
 from findings_provider.warehouse.rows import FINDING_COLUMNS, content_digest
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, findings, policy_rules, scans
 from psycopg2.errors import ReadOnlySqlTransaction
@@ -300,7 +300,7 @@ def test_concurrent_upserts_of_new_findings_wait_for_each_other(postgresql_engin
     def run(name: str, rows: list[tuple]) -> None:
         try:
             outcome[name] = warehouse.upsert_findings(rows)
-        except Exception as error:  # noqa: BLE001 - reported by the assertions below
+        except Exception as error:  # reported by the assertions below
             outcome[name] = error
 
     first = threading.Thread(target=run, name="first", args=("first", [finding(1, match_based_id="fp-1")]))

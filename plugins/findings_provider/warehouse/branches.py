@@ -135,14 +135,15 @@ def marks_on_insert(new: Sequence[Fingerprint], written: Mapping[Fingerprint, in
     """
     # always_counted inlined: a call per row costs more than the test
     always = [fp[0] in EVERY_BRANCH_TYPES or not fp[2] for fp in new]
-    alone = {fp for fp, kept in zip(new, always) if not kept and written[fp] == 1}
+    alone = {fp for fp, kept in zip(new, always, strict=True) if not kept and written[fp] == 1}
     found = stored(alone) if alone else set()
-    return [True if kept else True if fp in alone and fp not in found else None for fp, kept in zip(new, always)]
+    return [True if kept else True if fp in alone and fp not in found else None
+            for fp, kept in zip(new, always, strict=True)]
 
 
-def _text_array(values: Iterable[str]) -> str:
-    """A PostgreSQL ``text[]`` literal of ``values`` (none NULL)."""
-    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+def _text_array(values: Iterable[str | None]) -> str:
+    """A PostgreSQL ``text[]`` literal of ``values`` (none NULL: the callers pass only set values)."""
+    return "{" + ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
 def stored_fingerprints(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> set[Fingerprint]:

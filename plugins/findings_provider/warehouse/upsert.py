@@ -392,7 +392,7 @@ class _CopyStream:
         self._rows = rows
         self._at = 0
 
-    def read(self, size: int = -1) -> str:  # noqa: ARG002 - psycopg2 sends whatever one read returns
+    def read(self, size: int = -1) -> str:  # psycopg2 sends whatever one read returns
         start = self._at
         self._at = start + _COPY_CHUNK
         return _copy_text(self._rows[start : self._at]) if start < len(self._rows) else ""
