@@ -18,9 +18,10 @@ re-implemented): the client's request (``FindingsClient._call``: HTTP plus the p
 building; in isolation the canonical form, the msgspec decode of each item into the canonical reader's struct, is
 timed again on the side to split the two), ``Warehouse.upsert_findings`` with each statement of its DBAPI cursor
 classified by its text (the write lock, the history context and trigger setup, the lookup of the stored digests, the
-plain ``INSERT``, the upsert of changed rows with the history trigger; PostgreSQL: the staging table, the COPY text
-formatting, the ``COPY``, the history diff, the merge) and its commit (SQLite: the WAL auto-checkpoint included),
-the periodic garbage collection, the count of findings no longer listed, the ``counted`` recount (``branches
+plain ``INSERT``, the upsert of changed rows with the history trigger; PostgreSQL: the advisory lock, the lookup
+of the new rows' fingerprints, the COPY text formatting, the ``COPY`` of new rows into ``findings``, and for changed
+rows the staging table, its ``COPY``, the history diff, the merge) and its commit (SQLite: the WAL auto-checkpoint
+included), the periodic garbage collection, the count of findings no longer listed, the ``counted`` recount (``branches
 .recount``), the daily snapshot. What remains of the pull loop (de-duplication, the seen ids, the watermark) is the
 main thread's pull time minus those. Wrapping costs about a microsecond per call; the finding rows and the
 statements are called per page, so it does not show.
@@ -71,14 +72,16 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("loop", "pull loop: de-duplication, seen ids, watermark, logging", "main"),
     ("gc", "garbage collection every 4 pages", "main"),
     ("upsert_python", "upsert: sort, de-duplicate, pick the new and changed rows", "main"),
-    ("lock", "SQLite: write lock (`BEGIN IMMEDIATE`)", "main"),
+    ("lock", "write lock (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: `pg_advisory_xact_lock`)", "main"),
     ("history_setup", "history: context row and TEMP trigger setup", "main"),
     ("lookup", "stored digests of the page's keys (one query per issue type)", "main"),
     ("insert", "SQL insert of new rows (table + indexes)", "main"),
     ("upsert", "SQL upsert of changed rows (`WHERE digest IS NOT excluded.digest`, history trigger)", "main"),
-    ("stage", "PostgreSQL: temporary staging table", "main"),
-    ("copy_text", "PostgreSQL: COPY text formatting (`_copy_text`)", "main"),
-    ("copy", "PostgreSQL: `COPY` into staging", "main"),
+    ("fingerprints", "PostgreSQL: stored copies of the new rows' fingerprints (`counted` marks)", "main"),
+    ("copy_text", "PostgreSQL: COPY text formatting (`_copy_text`, as the `COPY` reads it)", "main"),
+    ("copy_new", "PostgreSQL: `COPY` of new rows into `findings` (table + indexes; minus the formatting)", "main"),
+    ("stage", "PostgreSQL: temporary staging table (changed rows)", "main"),
+    ("copy", "PostgreSQL: `COPY` of changed rows into staging (minus the formatting)", "main"),
     ("history_diff", "PostgreSQL history: diff staging ⋈ findings into `finding_events`", "main"),
     ("merge", "PostgreSQL: merge `INSERT ... SELECT ... ON CONFLICT` (table + indexes)", "main"),
     ("other_sql", "other statements of the upsert", "main"),
@@ -132,8 +135,10 @@ class Timers:
 def _statement_phase(sql: str, many: bool) -> str:
     """The phase of one statement of ``Warehouse.upsert_findings``, from its text."""
     text = sql.lstrip()
-    if text.startswith("BEGIN"):
+    if text.startswith("BEGIN") or "pg_advisory_xact_lock" in text:
         return "lock"
+    if "unnest" in text and "match_based_id" in text:
+        return "fingerprints"
     if "findings_history_context" in text or text.startswith("CREATE TEMP TRIGGER"):
         return "history_setup"
     if "json_each" in text or (text.startswith("SELECT") and "digest" in text):
@@ -170,7 +175,14 @@ class _TimedCursor:
         return self._timed(_statement_phase(sql, True), self._cursor.executemany, sql, *args)
 
     def copy_expert(self, sql: str, *args: Any) -> Any:
-        return self._timed("copy", self._cursor.copy_expert, sql, *args)
+        # the COPY formats its text as it reads it (``upsert._CopyStream``): that formatting is its own phase
+        formatted = self._timers.get("copy_text")
+        started = time.perf_counter()
+        try:
+            return self._cursor.copy_expert(sql, *args)
+        finally:
+            elapsed = time.perf_counter() - started - (self._timers.get("copy_text") - formatted)
+            self._timers.add("copy" if "stage_" in sql else "copy_new", elapsed)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
@@ -310,8 +322,8 @@ def phase_seconds(timers: Timers, isolation: bool) -> dict[str, float]:
         out["rows"] = t("finding_rows") - t("canonical")
     else:  # in the worker process from the second page on: not measured
         out["canonical"] = out["rows"] = out["finding_rows"] = out["digests"] = float("nan")
-    sql = ("lock", "history_setup", "lookup", "insert", "upsert", "stage", "copy_text", "copy", "history_diff",
-           "merge", "other_sql", "commit")
+    sql = ("lock", "history_setup", "lookup", "insert", "upsert", "fingerprints", "copy_text", "copy_new", "stage",
+           "copy", "history_diff", "merge", "other_sql", "commit")
     out["upsert_python"] = t("upsert_findings") - sum(t(key) for key in sql)
     fetch_side = t("request") + t("finding_rows") + t("digests") if isolation else t("wait")
     out["loop"] = t("pull") - fetch_side - t("upsert_findings") - t("gc") - t("not_seen")

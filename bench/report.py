@@ -100,8 +100,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     lines += sqlite_ceiling_section(results)
     lines += ["## PostgreSQL ceiling", "",
               "`bench/pg_ceiling.py`: the same rows, decoded by the product's `finding_rows` before timing, written "
-              "in 3000-row transactions into the product's table, by batched `execute_values` and by `COPY` into a "
-              "temporary staging table + one `INSERT ... ON CONFLICT`; no HTTP, no decoding.", "",
+              "in 3000-row transactions into the product's table, by batched `execute_values`, by `COPY` into a "
+              "temporary staging table + one `INSERT ... ON CONFLICT`, and by `COPY` straight into the table "
+              "(`copy_direct`, first load only); no HTTP, no decoding. The fastest method of each size is the "
+              "ceiling of the verdicts.", "",
               "| N | method | first load /s | re-sync /s |", "|---|---|---|---|"]
     for key in sorted(results["sizes"], key=int):
         c = results["sizes"][key].get("postgres_ceiling")

@@ -120,8 +120,13 @@ def test_phases_accounts_for_a_first_load_and_a_resync(tmp_path: Path) -> None:
                 assert (phases["insert"] > 0) == name.startswith("first"), (backend, name)
                 assert phases["upsert"] == 0, (backend, name)
             else:
-                for phase in ("copy_text", "copy", "merge"):
+                # new rows go by COPY straight into findings; no finding is changed, so nothing is staged
+                for phase in ("lock",):
+                    assert phases[phase] > 0, (backend, name, phase)
+                for phase in ("fingerprints", "copy_text", "copy_new"):
                     assert (phases[phase] > 0) == name.startswith("first"), (backend, name, phase)
+                for phase in ("stage", "copy", "history_diff", "merge"):
+                    assert phases[phase] == 0, (backend, name, phase)
             if name.endswith("isolation"):  # no fetch thread: nothing to wait for, the canonical form split out
                 assert phases["wait"] == 0, (backend, name)
                 assert 0 < phases["canonical"] < phases["finding_rows"], (backend, name)

@@ -174,20 +174,20 @@ def fault_free_pull(emu: EmulatorProcess, url: str) -> dict[tuple[str, int], tup
 
 @contextlib.contextmanager
 def on_second_page_write(monkeypatch: pytest.MonkeyPatch, fault: Callable[[], None]) -> Iterator[list[int]]:
-    """Inject ``fault`` into the second page's upsert, inside its transaction (after the staging table was made,
-    before its COPY; only once: not into the repeated attempt); yields the list of pages it fired on."""
+    """Inject ``fault`` into the second page's upsert, inside its transaction (after the lookup, before its COPY;
+    only once: not into the repeated attempt); yields the list of pages it fired on."""
     fired: list[int] = []
     calls = {"n": 0}
-    real = upsert._copy_text
+    real = upsert._CopyStream
 
-    def copy_text(rows: Any) -> str:
+    def copy_stream(rows: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 2:
             fault()
             fired.append(calls["n"])
         return real(rows)
 
-    monkeypatch.setattr(upsert, "_copy_text", copy_text)
+    monkeypatch.setattr(upsert, "_CopyStream", copy_stream)
     yield fired
 
 

@@ -4,9 +4,11 @@ byte for byte, the last of duplicate keys wins) and the other API tables."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import Any
 
 import msgspec
 import orjson
@@ -20,11 +22,12 @@ from findings_provider.warehouse import (
     make_engine,
     policy_rule_rows,
     scan_rows,
+    upsert,
 )
-from findings_provider.warehouse.rows import content_digest
+from findings_provider.warehouse.rows import FINDING_COLUMNS, content_digest
 from findings_provider.warehouse.schema import dependencies, dependency_repositories, findings, policy_rules, scans
 from psycopg2.errors import ReadOnlySqlTransaction
-from sqlalchemy import event, func, select
+from sqlalchemy import event, func, select, text
 from sqlalchemy.engine import Engine
 from warehouse_rows import finding, stored
 
@@ -268,3 +271,53 @@ def test_scan_columns_read_back(warehouse, engine):
     assert stored(engine, scans, "id", "repository_id", "commit", "is_full_scan", "exit_code", "started_at") == [
         ("7", "3", "abc", False, 2, datetime(2020, 11, 18, 23, 28, 12, 391807, tzinfo=timezone.utc))
     ]
+
+
+@pytest.mark.parametrize("second_page", [
+    pytest.param([finding(1, severity="high", match_based_id="fp-1")], id="the-same-finding"),
+    pytest.param([finding(2, severity="high", match_based_id="fp-1")], id="another-copy-of-its-fingerprint"),
+])
+def test_concurrent_upserts_of_new_findings_wait_for_each_other(postgresql_engine, monkeypatch, second_page):
+    """PostgreSQL copies a page's new findings straight into ``findings``: an upsert that found a finding new must
+    still find it so at its COPY. A second upsert of the same finding (or of another copy of its fingerprint),
+    started while the first is between its lookup and its COPY, waits for it (the advisory lock), then reads what
+    the first stored: both succeed (without the lock, one COPY fails on the primary key), the second's reading is
+    kept, and the second copy is stored unmarked (NULL) for the recount to rank, not counted beside the first."""
+    warehouse = Warehouse(postgresql_engine)
+    warehouse.create_all()
+    looked_up, go = threading.Event(), threading.Event()
+    real = upsert._to_write
+
+    def pausing(*args: Any) -> Any:
+        if threading.current_thread().name == "first":
+            looked_up.set()
+            assert go.wait(60)
+        return real(*args)
+
+    monkeypatch.setattr(upsert, "_to_write", pausing)
+    outcome: dict[str, Any] = {}
+
+    def run(name: str, rows: list[tuple]) -> None:
+        try:
+            outcome[name] = warehouse.upsert_findings(rows)
+        except Exception as error:  # reported by the assertions below
+            outcome[name] = error
+
+    first = threading.Thread(target=run, name="first", args=("first", [finding(1, match_based_id="fp-1")]))
+    second = threading.Thread(target=run, name="second", args=("second", second_page))
+    first.start()
+    assert looked_up.wait(60)
+    second.start()
+    with postgresql_engine.connect() as conn:  # the second waits for the lock (or, without one, finishes)
+        for _ in range(600):
+            if not second.is_alive() or conn.execute(text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).scalar_one():
+                break
+            second.join(0.1)
+    go.set()
+    first.join(60)
+    second.join(60)
+    assert outcome == {"first": 1, "second": 1}
+    rows = stored(postgresql_engine, findings, "id", "severity", "counted")
+    assert rows == ([(1, "high", True)] if second_page[0][FINDING_COLUMNS.index("id")] == 1
+                    else [(1, None, True), (2, "high", None)])

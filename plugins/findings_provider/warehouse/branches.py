@@ -24,7 +24,7 @@ ticketed on its own) and marks the counted one:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -96,33 +96,34 @@ def recount(conn: Connection, *, everything: bool = False) -> int:
     return int(changed)
 
 
-def counted_on_insert(dialect: str, target: str, issue_type: str, repository: str, match_based_id: str, ref: str,
-                      relevant_since: str, ident: str, *, copies_in_batch: str | None = None) -> str:
-    """SQL of the ``counted`` mark a new finding row is inserted with (the upserts' statements, ``.upsert``).
+#: A finding's fingerprint: (issue type, repository name, ``match_based_id``); NULL repositories are one.
+Fingerprint = tuple[str, str | None, str | None]
 
-    The mark :func:`recount` would set, where one stored copy decides it; NULL (not marked yet) otherwise, so that
-    the next :func:`recount` ranks the copies:
 
-    - true when the copy is always counted, or when no other copy of its fingerprint is stored (the one copy is
-      the counted one);
-    - false when the stored copy marked counted ranks before it (primary branch, then detected later, then the
-      higher id: the recount's order). The pages of a pull arrive newest first, so most copies after the first
-      of a fingerprint are stored false, and a first load leaves the recount the few copies that take the count
-      from a stored one (one on the primary branch after one elsewhere, or a copy detected later);
-    - NULL otherwise (another copy is stored and none marked counted ranks before it).
+def always_counted(issue_type: str, match_based_id: str | None) -> bool:
+    """Whether every copy of such a finding is counted: a secret, or a finding without a fingerprint."""
+    return issue_type in EVERY_BRANCH_TYPES or not match_based_id
 
-    The recount then rewrites only those rows instead of every copy (2-3 KB each, and the indexes that hold
-    ``counted``).
+
+def counted_on_insert(target: str, issue_type: str, repository: str, match_based_id: str, ref: str,
+                      relevant_since: str, ident: str) -> str:
+    """SQLite: the SQL of the ``counted`` mark a new finding row is inserted with (``.upsert``). SQLite inserts row
+    by row, each seeing the ones inserted before it.
+
+    The rule of :func:`marks_on_insert`, and one more case a stored copy decides: false when the stored copy marked
+    counted ranks before the new one (primary branch, then detected later, then the higher id: the recount's
+    order). The pages of a pull arrive newest first and the extraction stores the projects before its pulls, so
+    most copies after the first of a fingerprint are stored false, and a first load leaves the recount the few
+    copies that take the count from a stored one. (PostgreSQL's ``COPY`` leaves those NULL: the recount ranks
+    them.)
 
     ``issue_type`` … ``ident``: the SQL of the new row's values; ``target``: the findings table as quoted.
-    ``copies_in_batch`` (PostgreSQL, whose one ``INSERT ... SELECT`` does not see the rows it inserts itself): the
-    SQL of how many rows of the batch share the fingerprint (more than one: NULL). SQLite inserts row by row, each
-    seeing the ones before it.
     """
     every_branch = ", ".join(f"'{kind}'" for kind in EVERY_BRANCH_TYPES)
     always = f"{issue_type} IN ({every_branch}) OR {match_based_id} IS NULL OR {match_based_id} = ''"
-    same = f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id}"
-    marked, unmarked = ("1", "0") if dialect == "sqlite" else ("TRUE", "FALSE")
+    # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
+    same = (f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id} "
+            f"AND f.repository_name IS {repository}")
     primary = f"(SELECT p.primary_branch FROM {projects.name} AS p WHERE p.name = {repository})"
     new_rank, stored_rank = (f"CASE WHEN {branch} = {primary} THEN 0 ELSE 1 END" for branch in (ref, "f.ref"))
     ranks_before = (
@@ -130,18 +131,61 @@ def counted_on_insert(dialect: str, target: str, issue_type: str, repository: st
         f"OR (f.relevant_since IS NOT NULL AND {relevant_since} IS NULL) OR ((f.relevant_since = {relevant_since} "
         f"OR (f.relevant_since IS NULL AND {relevant_since} IS NULL)) AND f.id > {ident}))))"
     )
+    stored = f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same})"
+    outranked = f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.counted = 1 AND {ranks_before})"
+    return f"CASE WHEN {always} THEN 1 WHEN NOT {stored} THEN 1 WHEN {outranked} THEN 0 ELSE NULL END"
 
-    def copies(condition: str) -> str:
-        if dialect == "sqlite":  # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
-            return f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name IS {repository}{condition})"
-        # two indexable lookups: IS NOT DISTINCT FROM is not one
-        return (f"EXISTS (SELECT 1 FROM {target} AS f WHERE {same} AND f.repository_name = {repository}{condition}) "
-                f"OR ({repository} IS NULL AND EXISTS (SELECT 1 FROM {target} AS f WHERE {same} "
-                f"AND f.repository_name IS NULL{condition}))")
 
-    batch = "" if copies_in_batch is None else f"WHEN {copies_in_batch} > 1 THEN NULL "
-    return (f"CASE WHEN {always} THEN {marked} {batch}WHEN NOT ({copies('')}) THEN {marked} "
-            f"WHEN {copies(f' AND f.counted = {marked} AND {ranks_before}')} THEN {unmarked} ELSE NULL END")
+def marks_on_insert(new: Sequence[Fingerprint], written: Mapping[Fingerprint, int],
+                    stored: Callable[[set[Fingerprint]], set[Fingerprint]]) -> list[bool | None]:
+    """The ``counted`` marks new finding rows are inserted with, in order of ``new`` (their fingerprints).
+
+    True when the copy is always counted (:func:`always_counted`), or when it is the one copy of its fingerprint:
+    none other is stored, nor written in the same batch; what :func:`recount` would set. NULL (not marked yet)
+    otherwise, so that the next :func:`recount` ranks the copies. A first load then leaves the recount only the
+    fingerprints with several copies, instead of rewriting every row (and three indexes) to mark it.
+
+    ``written``: how many rows of the batch (new and changed ones) have each fingerprint; ``stored``: of the
+    fingerprints given, those with a stored copy (read before the batch is written; PostgreSQL:
+    :func:`stored_fingerprints`). SQLite computes it in SQL, row by row, with one case more (:func:`counted_on_insert`).
+    """
+    # always_counted inlined: a call per row costs more than the test
+    always = [fp[0] in EVERY_BRANCH_TYPES or not fp[2] for fp in new]
+    alone = {fp for fp, kept in zip(new, always, strict=True) if not kept and written[fp] == 1}
+    found = stored(alone) if alone else set()
+    return [True if kept else True if fp in alone and fp not in found else None
+            for fp, kept in zip(new, always, strict=True)]
+
+
+def _text_array(values: Iterable[str | None]) -> str:
+    """A PostgreSQL ``text[]`` literal of ``values`` (none NULL: the callers pass only set values)."""
+    return "{" + ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+
+
+def stored_fingerprints(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> set[Fingerprint]:
+    """PostgreSQL: of ``fingerprints``, those with a stored copy in ``target`` (the findings table as quoted).
+
+    One query per issue type; each fingerprint is one probe of ``ix_findings_fingerprint`` (a correlated
+    ``EXISTS``, kept from becoming a join by its ``OFFSET 0``: whatever the table's statistics, as during a first
+    load, the plan stays a probe per fingerprint). A NULL repository is probed by ``IS NULL``.
+    """
+    found: set[Fingerprint] = set()
+    probe = ("EXISTS (SELECT FROM {target} AS f WHERE f.issue_type = %(type)s AND f.repository_name {repository} "
+             "AND f.match_based_id = p.m OFFSET 0)")
+    sql = (f"SELECT p.r, p.m FROM unnest(CAST(%(repos)s AS text[]), CAST(%(ids)s AS text[])) AS p(r, m) "
+           f"WHERE {probe.format(target=target, repository='= p.r')} "
+           f"UNION ALL SELECT NULL, p.m FROM unnest(CAST(%(unnamed)s AS text[])) AS p(m) "
+           f"WHERE {probe.format(target=target, repository='IS NULL')}")
+    by_type: dict[str, list[Fingerprint]] = {}
+    for fp in fingerprints:
+        by_type.setdefault(fp[0], []).append(fp)
+    for issue_type, group in sorted(by_type.items()):
+        named = [fp for fp in group if fp[1] is not None]
+        cursor.execute(sql, {"type": issue_type, "repos": _text_array(fp[1] for fp in named),
+                             "ids": _text_array(fp[2] for fp in named),
+                             "unnamed": _text_array(fp[2] for fp in group if fp[1] is None)})
+        found.update((issue_type, repository, match_based_id) for repository, match_based_id in cursor.fetchall())
+    return found
 
 
 def project_rows(listed: Iterable[Project], now: datetime) -> list[dict[str, Any]]:

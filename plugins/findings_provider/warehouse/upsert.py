@@ -27,10 +27,9 @@ back by the server, so a page upsert is repeated whole.
 
 from __future__ import annotations
 
-import heapq
-import io
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby
 from operator import itemgetter
@@ -42,7 +41,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .branches import counted_on_insert
+from .branches import Fingerprint, counted_on_insert, marks_on_insert, stored_fingerprints
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -65,6 +64,12 @@ RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: SQLSTATEs of a server that is shutting down or starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
 _SHUTDOWN_CODES = ("57P01", "57P02", "57P03")
 _ISSUE_TYPE, _ID = FINDING_COLUMNS.index("issue_type"), FINDING_COLUMNS.index("id")
+#: A ``FINDING_COLUMNS`` row's fingerprint (``branches.Fingerprint``).
+_FINGERPRINT: Callable[[Row], Fingerprint] = itemgetter(*(FINDING_COLUMNS.index(c) for c in (
+    "issue_type", "repository_name", "match_based_id")))
+#: The key of the transaction-level advisory lock every PostgreSQL findings upsert takes first (the ASCII of
+#: "findings"): findings upserts run one at a time, so a finding the lookup found new is still new at the COPY.
+FINDINGS_UPSERT_LOCK = 0x66696E64696E6773
 
 
 class BulkUpserter:
@@ -150,7 +155,7 @@ class BulkUpserter:
                     if conn.dialect.name == "postgresql":
                         create_stage, copy, merge = self._sql(conn, table, columns)
                         cursor.execute(create_stage)
-                        cursor.copy_expert(copy, io.StringIO(_copy_text(unique)))
+                        cursor.copy_expert(copy, _CopyStream(unique))
                         cursor.execute(merge, (now,))
                     else:
                         (upsert,) = self._sql(conn, table, columns)
@@ -178,7 +183,7 @@ class BulkUpserter:
         driver = conn.connection.driver_connection
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
-        stored = _stored_digests(cursor, lookup, unique, lambda ids: orjson.dumps(ids).decode())
+        stored = _stored_digests(cursor, lookup, unique, lambda kind, ids: (kind, orjson.dumps(ids).decode()))
         new, changed = _to_write(unique, digests, stored, now)
         written = 0
         if new:
@@ -196,20 +201,39 @@ class BulkUpserter:
     def _postgresql_findings(
         self, conn: Connection, cursor: Any, unique: list[Row], digests: list[int], now: str
     ) -> int:
-        """PostgreSQL: the new and changed findings copied into the staging table, their history recorded, then
-        merged; nothing more when every finding is unchanged."""
-        lookup, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
-        stored = _stored_digests(cursor, lookup, unique, list)
+        """PostgreSQL: the new findings copied straight into ``findings`` with their ``counted`` marks; the changed
+        ones copied into the staging table, their history recorded, then merged; nothing more when every finding
+        is unchanged.
+
+        Findings upserts take ``FINDINGS_UPSERT_LOCK`` before the lookup of the stored digests, so they run one at
+        a time (as SQLite's ``BEGIN IMMEDIATE``): no other upsert can store one of the page's new findings, or a
+        copy of their fingerprints, between the lookup and the ``COPY``. A new row has no stored counterpart, hence
+        no history and no conflict to resolve.
+        """
+        lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
+        stored = _stored_digests(cursor, lookup, unique, _id_array_params)
         new, changed = _to_write(unique, digests, stored, None)
         if not new and not changed:
             return 0
-        cursor.execute(create_stage)
-        in_key_order = heapq.merge(new, changed, key=itemgetter(_ISSUE_TYPE, _ID))
-        cursor.copy_expert(copy, io.StringIO(_copy_text(in_key_order)))
-        # every staged finding, the new ones too: a concurrent upsert may have stored one since the lookup
-        cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
-        cursor.execute(merge, (now,))
-        return int(cursor.rowcount)
+        written = 0
+        if new:
+            target = _target(conn, findings)
+            fingerprints = list(map(_FINGERPRINT, new))
+            written_copies = Counter(fingerprints)
+            written_copies.update(map(_FINGERPRINT, changed))
+            marks = marks_on_insert(fingerprints, written_copies,
+                                    lambda alone: stored_fingerprints(cursor, target, alone))
+            rows = [(*row, now, mark) for row, mark in zip(new, marks, strict=True)]
+            cursor.copy_expert(copy_new, _CopyStream(rows))
+            written += len(new)
+        if changed:
+            cursor.execute(create_stage)
+            cursor.copy_expert(copy, _CopyStream(changed))
+            cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
+            cursor.execute(merge, (now,))
+            written += int(cursor.rowcount)
+        return written
 
     def _sql(self, conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
         """Build (once per table) the dialect's upsert statements of ``table`` (see :func:`_upsert_sql`)."""
@@ -267,15 +291,21 @@ def _unique_at(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> l
 
 
 def _stored_digests(
-    cursor: Any, lookup: str, unique: list[Row], ids_param: Callable[[list[Any]], Any]
+    cursor: Any, lookup: str, unique: list[Row], params: Callable[[str, list[int]], tuple[Any, ...]]
 ) -> dict[tuple[str, int], int | None]:
     """The stored digests of the findings ``unique`` (sorted by key) holds, by key: one ``lookup`` per issue type,
-    its parameters the issue type and ``ids_param`` of the ids."""
+    its parameters ``params`` of the issue type and its ids (ascending)."""
     stored: dict[tuple[str, int], int | None] = {}
     for issue_type, group in groupby(unique, key=itemgetter(_ISSUE_TYPE)):
-        cursor.execute(lookup, (issue_type, ids_param([row[_ID] for row in group])))
+        cursor.execute(lookup, params(issue_type, [row[_ID] for row in group]))
         stored.update(((issue_type, ident), digest) for ident, digest in cursor.fetchall())
     return stored
+
+
+def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
+    """PostgreSQL lookup parameters of one issue type's ids: the ids as a ``bigint[]`` literal (formatted here:
+    psycopg2's adaptation of a list costs several times more), then the issue type."""
+    return "{" + ",".join(map(str, ids)) + "}", issue_type
 
 
 def _to_write(
@@ -302,8 +332,8 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     A table without a ``digest`` column: SQLite (the upsert,); PostgreSQL (create the stage, copy into it, merge),
     each rewriting a row only when its ``raw`` differs. ``findings`` (``columns`` then ``digest``, compared
     instead of ``raw``; a ``raw`` unchanged keeps its ``synced_at``): SQLite (lookup, insert, upsert); PostgreSQL
-    (lookup, create the stage, copy into it, merge). The lookup's parameters: an issue type and its ids (SQLite:
-    as a JSON array).
+    (lookup, copy new rows into the table, create the stage, copy into it, merge). The lookup's parameters: an
+    issue type and its ids (SQLite: as a JSON array; PostgreSQL: ``_id_array_params``).
     """
     quote = conn.dialect.identifier_preparer.quote
     target = _target(conn, table)
@@ -325,54 +355,65 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     # ``counted`` is not in the SET: an update keeps the stored row's mark
     on_conflict = (f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {', '.join(updates)} "
                    f"WHERE {changed}")
-    fingerprint_columns = ("issue_type", "repository_name", "match_based_id")
-    mark_columns = (*fingerprint_columns, "ref", "relevant_since", "id")
-    lookup: tuple[str, ...] = ()
-    if is_findings:
-        first, second = (quote(k) for k in keys)
-        ids = "= ANY(CAST(%s AS bigint[]))" if postgres else "IN (SELECT value FROM json_each(?))"
-        param = "%s" if postgres else "?"
-        lookup = (f"SELECT {second}, digest FROM {target} WHERE {first} = {param} AND {second} {ids}",)
     if postgres:
         stage = _stage(table)
-        source, mark = f"{stage} AS s", ""
-        if is_findings:  # a new row's counted mark (branches.counted_on_insert), from the copies in the page
-            # counted over the key columns only (a window over whole rows sorts them)
-            fingerprint = ", ".join(quote(c) for c in fingerprint_columns)
-            key = " AND ".join(f"c.{quote(k)} = s.{quote(k)}" for k in keys)
-            source += (f" JOIN (SELECT {', '.join(quote(k) for k in keys)}, count(*) OVER (PARTITION BY {fingerprint})"
-                       f" AS copies FROM {stage}) AS c ON {key}")
-            mark = ", " + counted_on_insert("postgresql", target, *(f"s.{quote(c)}" for c in mark_columns),
-                                            copies_in_batch="c.copies")
+        direct: tuple[str, ...] = ()
+        if is_findings:
+            first, second = (quote(k) for k in keys)
+            # one primary key probe per id, whatever the statistics: the LATERAL subquery's OFFSET 0 keeps it from
+            # becoming a join. ``id = ANY(...)`` is planned from the statistics, which a first load leaves stale:
+            # the planner then takes issue_type for selective and reads all of the type's stored rows per page.
+            direct = (f"SELECT k.id, f.digest FROM unnest(CAST(%s AS bigint[])) AS k(id) CROSS JOIN LATERAL "
+                      f"(SELECT digest FROM {target} AS f WHERE f.{first} = %s AND f.{second} = k.id OFFSET 0) AS f",
+                      f"COPY {target} ({names}, synced_at, counted) FROM STDIN")
+        # the merge writes only rows stored at the lookup (changed findings): no counted mark (a row gone since,
+        # deleted by hand, is stored again unmarked, NULL, for the next recount)
         return (
-            *lookup,
+            *direct,
             f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {names} FROM {target} WITH NO DATA",
             f"COPY {stage} ({names}) FROM STDIN",
-            f"INSERT INTO {target} ({names}, synced_at{', counted' if is_findings else ''}) "
-            f"SELECT {', '.join(f's.{quote(c)}' for c in written)}, CAST(%s AS timestamptz){mark} FROM {source} "
+            f"INSERT INTO {target} ({names}, synced_at) SELECT {names}, CAST(%s AS timestamptz) FROM {stage} "
             f"{on_conflict}",
         )
     placeholders = ", ".join("?" * (len(written) + 1))
     upsert = f"INSERT INTO {target} ({names}, synced_at) VALUES ({placeholders}) {on_conflict}"
     if not is_findings:
         return (upsert,)
+    first, second = (quote(k) for k in keys)
+    lookup = (f"SELECT {second}, digest FROM {target} WHERE {first} = ? "
+              f"AND {second} IN (SELECT value FROM json_each(?))")
     # a new finding's mark reads the row's own parameters again by number (?N is the N-th column)
-    mark = counted_on_insert("sqlite", target, *(f"?{columns.index(c) + 1}" for c in mark_columns))
+    mark_columns = ("issue_type", "repository_name", "match_based_id", "ref", "relevant_since", "id")
+    mark = counted_on_insert(target, *(f"?{columns.index(c) + 1}" for c in mark_columns))
     insert = f"INSERT INTO {target} ({names}, synced_at, counted) VALUES ({placeholders}, {mark})"
-    return (*lookup, insert, upsert)
+    return (lookup, insert, upsert)
 
 
-def _copy_field(value: Any) -> str:
-    """One value in PostgreSQL's COPY text format."""
-    if value is None:
-        return "\\N"
-    if value.__class__ is not str:
-        return str(value)
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:  # most values have none: no call
-        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return value
+#: Rows formatted per read of a :class:`_CopyStream` (about 0.5 MB of findings' COPY text).
+_COPY_CHUNK = 200
+
+
+class _CopyStream:
+    """The COPY text of ``rows`` as a file for ``copy_expert``, formatted (:func:`_copy_text`) ``_COPY_CHUNK`` rows
+    per read as the driver reads it: the server parses and inserts the first rows while the next are formatted
+    (the driver releases the GIL while it sends), and the page's text is never held whole."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self._rows = rows
+        self._at = 0
+
+    def read(self, size: int = -1) -> str:  # psycopg2 sends whatever one read returns
+        start = self._at
+        self._at = start + _COPY_CHUNK
+        return _copy_text(self._rows[start : self._at]) if start < len(self._rows) else ""
 
 
 def _copy_text(rows: Iterable[Row]) -> str:
-    """Rows in PostgreSQL's COPY text format."""
-    return "".join(["\t".join([_copy_field(value) for value in row]) + "\n" for row in rows])
+    """Rows in PostgreSQL's COPY text format: NULL as ``\\N``, a text with a backslash, tab or line break escaped
+    (most have none: no call), any other value as ``str`` gives it. One expression, no call per value (the call
+    would cost more than the work of most values)."""
+    return "".join(["\t".join([
+        (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+         if "\\" in value or "\t" in value or "\n" in value or "\r" in value else value)
+        if value.__class__ is str else "\\N" if value is None else str(value)
+        for value in row]) + "\n" for row in rows])
