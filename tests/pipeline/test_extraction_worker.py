@@ -81,3 +81,51 @@ def test_a_resync_of_unchanged_findings_starts_no_worker_process(api: FakeApi, w
     assert (first["unique"], first["written"], started) == (500, 500, ["pool"])  # a first load: one process
     again = run(api, warehouse, full_refresh=True)["issue_types"]["sast"]
     assert (again["unique"], again["written"], started) == (500, 0, ["pool"])  # unchanged: none more
+
+
+_KILLED_PARENT = """
+import sys, time, types, orjson
+from findings_provider.pipeline import extraction
+page = types.SimpleNamespace(items=[orjson.dumps({"id": 1, "status": "open"})])
+prepare = extraction._Preparer("sast", processes=True)
+prepare.writes = True
+prepare(page)
+print(*prepare._pool._processes, flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return not any(line.startswith("State:") and "Z" in line for line in status)
+    except FileNotFoundError:
+        return False
+
+
+def test_the_worker_process_leaves_when_the_task_process_is_killed() -> None:
+    """A task killed outright (SIGKILL: a timeout, the out-of-memory killer) leaves no worker behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    worker = 0
+    process = subprocess.Popen([sys.executable, "-c", _KILLED_PARENT], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert process.stdout is not None
+        worker = int(process.stdout.readline())
+        assert _alive(worker)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if worker and _alive(worker):  # left behind: not by this test
+            os.kill(worker, signal.SIGKILL)

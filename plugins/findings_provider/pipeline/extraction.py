@@ -31,6 +31,7 @@ import heapq
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from array import array
 from bisect import bisect_left
@@ -187,6 +188,24 @@ def _decode_processes() -> bool:
     return cores > 1 and "fork" in multiprocessing.get_all_start_methods()
 
 
+#: Seconds between the worker process's checks that the task's process is still there.
+PARENT_CHECK_SECONDS = 0.5
+
+
+def _exit_with(parent: int) -> None:
+    """In the worker process: leave as soon as ``parent`` (the task's process) is gone.
+
+    A forked worker holds its own copies of the pipes it is fed through, so a parent killed outright (SIGKILL, an
+    out-of-memory kill, a task timeout) never closes them for it: without this it would wait for work forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="findings-parent-watch", daemon=True).start()
+
+
 class _Preparer:
     """Prepares the pages of one pull (``_prepared``): in the fetch thread, or in one worker process while the pull
     writes most of what it reads (a first load), so that decoding, row building and hashing run on another core
@@ -202,8 +221,9 @@ class _Preparer:
 
     The process is forked when it is first needed, from the fetch thread (a spawned one would import the provider
     first, about a second); the child runs only ``_prepared`` (no logging, no I/O) and leaves by ``os._exit``,
-    never touching the parent's connections. A child that dies fails the pull (``BrokenProcessPool``), which the
-    task's retries repeat; nothing is written from the child.
+    never touching the parent's connections; it leaves too when the task's process is gone (``_exit_with``). A child
+    that dies fails the pull (``BrokenProcessPool``), which the task's retries repeat; nothing is written from the
+    child.
     """
 
     def __init__(self, issue_type: str, *, processes: bool | None = None) -> None:
@@ -221,7 +241,8 @@ class _Preparer:
         if not self._processes or not self.writes:
             return _prepared(self.issue_type, items)
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_exit_with, initargs=(os.getpid(),))
         return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items]).result()
 
     def __enter__(self) -> _Preparer:
