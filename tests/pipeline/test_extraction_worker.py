@@ -3,7 +3,7 @@ values as in the fetch thread, while a pull writes most of what it reads."""
 
 from __future__ import annotations
 
-import concurrent.futures
+import concurrent.futures.process
 import os
 import types
 from typing import Any
@@ -70,13 +70,13 @@ def test_a_pull_that_writes_little_prepares_its_pages_in_the_thread() -> None:
 def test_a_resync_of_unchanged_findings_starts_no_worker_process(api: FakeApi, warehouse, monkeypatch) -> None:
     api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 501)]
     started: list[str] = []
-    pool = concurrent.futures.ProcessPoolExecutor
+    pool = concurrent.futures.process.ProcessPoolExecutor
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         started.append("pool")
         return pool(*args, **kwargs)
 
-    monkeypatch.setattr(extraction, "ProcessPoolExecutor", recorded)
+    monkeypatch.setattr(concurrent.futures.process, "ProcessPoolExecutor", recorded)
     first = run(api, warehouse)["issue_types"]["sast"]
     assert (first["unique"], first["written"], started) == (500, 500, ["pool"])  # a first load: one process
     again = run(api, warehouse, full_refresh=True)["issue_types"]["sast"]

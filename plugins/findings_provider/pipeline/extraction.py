@@ -29,14 +29,13 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
-import multiprocessing
 import os
 import threading
 import time
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,6 +52,8 @@ from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, finding_diges
 from findings_provider.warehouse.timestamps import utc_text
 
 if TYPE_CHECKING:
+    from concurrent.futures.process import ProcessPoolExecutor
+
     from findings_provider.client import FindingsClient, RawFindingsPage
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,8 @@ def _decode_processes() -> bool:
     """Whether pages are prepared in a worker process: where the process may run on more than one core, and a
     child can be forked (the fork is cheap and needs no imports; a spawned child would import the provider, about
     a second)."""
+    import multiprocessing  # here, not at the top: a DAG file's parse imports this module (about 25 ms)
+
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -241,6 +244,9 @@ class _Preparer:
         if not self._processes or not self.writes:
             return _prepared(self.issue_type, items)
         if self._pool is None:
+            import multiprocessing
+            from concurrent.futures.process import ProcessPoolExecutor
+
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_exit_with, initargs=(os.getpid(),))
         return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items]).result()
