@@ -1,4 +1,5 @@
-"""Scan life cycle: running scans finish (or fail) after their duration, or are never finished after an hour."""
+"""Scan life cycle: running scans finish (or fail) after their duration (or after so many reads of their details),
+or are never finished after an hour."""
 
 from __future__ import annotations
 
@@ -31,6 +32,21 @@ def advance(connection: Connection, now: float | None = None) -> None:
         update(schema.scans)
         .where(and_(s.status == RUNNING, s.completed_at.is_(None), s.started_at < now - NEVER_FINISHED_AFTER))
         .values(status="SCAN_STATUS_NEVER_FINISHED")
+    )
+
+
+def read(connection: Connection, scan_id: int, now: float | None = None) -> None:
+    """Count one read of a scan's details: a running or pending scan added with ``finish_after_reads`` finishes
+    (with its final status, now) at its last read."""
+    now = time.time() if now is None else now
+    s = schema.scans.c
+    mine = and_(s.id == scan_id, s.status.in_(NOT_STARTED_OR_RUNNING), s.reads_left.is_not(None))
+    connection.execute(update(schema.scans).where(mine).values(reads_left=s.reads_left - 1))
+    connection.execute(
+        update(schema.scans)
+        .where(mine, s.reads_left <= 0)
+        .values(status=s.final_status, exit_code=s.final_exit_code, completed_at=now, total_time=now - s.started_at,
+                reads_left=None)
     )
 
 

@@ -85,6 +85,7 @@ scans = Table(
     Column("total_time", Float),
     Column("has_logs", Boolean, nullable=False),
     Column("finish_after", Float),
+    Column("reads_left", Integer),
     Column("final_status", String, nullable=False),
     Column("final_exit_code", Integer, nullable=False),
     Column("meta", Text, nullable=False),

@@ -173,10 +173,10 @@ def test_bad_params_fail_the_run_at_once(stack: dict[str, Any]) -> None:
 @pytest.mark.integration
 def test_scan_monitoring_waits_alerts_and_publishes(stack: dict[str, Any]) -> None:
     emu, runner = stack["emulator"], stack["runner"]
-    # they finish while the mapped sensors wait: a dag.test task takes a few seconds to start, and more than 20 on
-    # a loaded 2-core machine (with 20 s here, search_scans once found them already finished and mapped no sensor)
-    completes = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after=45)
-    errors = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after=45, final_status="SCAN_STATUS_ERROR",
+    # they finish while the mapped sensors wait, at the second read of their details, however long the tasks take
+    # to start (a finishing time once passed before search_scans ran on a loaded machine, and no sensor was mapped)
+    completes = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after_reads=2)
+    errors = emu.create_scan(status="SCAN_STATUS_RUNNING", finish_after_reads=2, final_status="SCAN_STATUS_ERROR",
                              exit_code=5, branch="feature/broken")
     seq = last_seq(emu)
     result = runner.run("scan_monitoring")

@@ -150,6 +150,29 @@ def test_a_running_scan_finishes_after_its_duration(api: httpx.Client, emulator:
     assert details["completed_at"] is not None
 
 
+def test_a_running_scan_finishes_at_its_last_read(api: httpx.Client, emulator: EmulatorProcess) -> None:
+    created = emulator.create_scan(status="SCAN_STATUS_RUNNING", finish_after_reads=2,
+                                   final_status="SCAN_STATUS_ERROR", exit_code=5)
+    other = emulator.create_scan(status="SCAN_STATUS_RUNNING", finish_after_reads=1)
+    assert _status_of(api, emulator, created["id"]) == "SCAN_STATUS_RUNNING"  # a search is not a read
+    first = api.get(by_id(emulator, f"scan/{created['id']}")).json()
+    assert (first["completed_at"], first["exit_code"]) == (None, None)
+    assert _status_of(api, emulator, created["id"]) == "SCAN_STATUS_RUNNING"
+    assert _status_of(api, emulator, other["id"]) == "SCAN_STATUS_RUNNING"  # reads of another scan do not count
+    second = api.get(by_id(emulator, f"scan/{created['id']}")).json()
+    assert second["exit_code"] == 5
+    assert second["completed_at"] is not None
+    assert _status_of(api, emulator, created["id"]) == "SCAN_STATUS_ERROR"
+    third = api.get(by_id(emulator, f"scan/{created['id']}")).json()
+    assert third == second  # finished once: later reads change nothing
+
+
+def test_finish_after_reads_must_be_positive(emulator: EmulatorProcess) -> None:
+    answer = httpx.post(f"{emulator.base_url}/_emulator/scans", json={"finish_after_reads": 0})
+    assert answer.status_code == 400  # the service's answer to a bad body, naming the field
+    assert "finish_after_reads" in answer.text
+
+
 def test_a_scan_running_for_over_an_hour_is_never_finished(api: httpx.Client, emulator: EmulatorProcess) -> None:
     created = emulator.create_scan(status="SCAN_STATUS_RUNNING", started_ago=3700)
     assert created["status"] == "SCAN_STATUS_NEVER_FINISHED"

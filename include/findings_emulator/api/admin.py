@@ -35,6 +35,8 @@ class ScanCreate(BaseModel):
     branch: str | None = None
     status: str = "SCAN_STATUS_RUNNING"
     finish_after: float | None = Field(None, ge=0)
+    finish_after_reads: int | None = Field(
+        None, ge=1, description="a running or pending scan finishes when its details have been read this many times")
     final_status: Literal["SCAN_STATUS_COMPLETED", "SCAN_STATUS_ERROR"] = "SCAN_STATUS_COMPLETED"
     exit_code: int | None = None
     started_ago: float = Field(0.0, ge=0, description="seconds between the scan's start and now")
@@ -99,7 +101,9 @@ def clear_faults(emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
 def create_scan(spec: ScanCreate = Body(default_factory=ScanCreate),
                 emulator: Emulator = Depends(get_emulator)) -> OrjsonResponse:
     """Add a scan in any status (unknown ones included); a running or pending one with ``finish_after`` moves
-    to ``final_status`` when that time has passed."""
+    to ``final_status`` when that time has passed, one with ``finish_after_reads`` when its details have been read
+    that many times (``scan_get``: a test's scan then finishes while a poller watches it, however slowly the poller
+    starts)."""
     now = time.time()
     started = timefmt.to_micros(now - spec.started_ago)
     finished = spec.status in FINISHED
@@ -130,6 +134,7 @@ def create_scan(spec: ScanCreate = Body(default_factory=ScanCreate),
             exit_code=exit_code if finished else None, is_full_scan=spec.is_full_scan,
             products="|" + "|".join(spec.products) + "|", code_count=0, sca_count=0, secrets_count=0,
             total_time=spec.started_ago if finished else None, has_logs=True, finish_after=spec.finish_after,
+            reads_left=None if finished else spec.finish_after_reads,
             final_status=spec.final_status, final_exit_code=exit_code,
             meta=orjson.dumps(meta).decode()))
         advance(connection, now)

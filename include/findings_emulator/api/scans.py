@@ -12,7 +12,7 @@ from ..dialect import REAL
 from ..errors import invalid, not_found
 from ..models import ScanSearchBody
 from ..responses import OrjsonResponse
-from ..scans import advance, render_details, render_summary
+from ..scans import advance, read, render_details, render_summary
 from ..state import Emulator
 from .deps import by_id
 
@@ -72,6 +72,7 @@ def get_scan(scanId: int, emulator: Emulator = Depends(by_id)) -> OrjsonResponse
         raise not_found(f"scan {scanId}")
     with emulator.transaction() as connection:
         advance(connection)
+        read(connection, scanId)
         row = connection.execute(select(schema.scans).where(schema.scans.c.id == scanId)).first()
     if row is None:
         raise not_found(f"scan {scanId}")
