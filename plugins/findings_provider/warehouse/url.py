@@ -126,10 +126,9 @@ def apply_postgresql_settings(dbapi_connection: Any, _record: Any = None) -> Non
     (lz4 needs PostgreSQL 14 built with it): otherwise the server's default stays."""
     cursor = dbapi_connection.cursor()
     try:
-        for name, value in POSTGRESQL_SETTINGS:
-            cursor.execute("SELECT 1 FROM pg_settings WHERE name = %s AND %s = ANY(enumvals)", (name, value))
-            if cursor.fetchone() is not None:
-                cursor.execute("SELECT set_config(%s, %s, false)", (name, value))
+        for name, value in POSTGRESQL_SETTINGS:  # one statement each: set where the server offers the value
+            cursor.execute("SELECT set_config(name, %s, false) FROM pg_settings WHERE name = %s AND %s = ANY(enumvals)",
+                           (value, name, value))
         dbapi_connection.commit()
     finally:
         cursor.close()
