@@ -6,7 +6,7 @@ from airflow.sdk import DAG, Param
 from findings_provider.assets import DEPENDENCIES
 from findings_provider.config import load_pipeline_config
 from findings_provider.dag_defaults import conn_ids, dag_settings
-from findings_provider.governance.dependency_inventory import dependency_filter
+from findings_provider.governance.filters import dependency_filter
 from findings_provider.operators.dependencies import (
     DependencyReportOperator,
     ExtractDependenciesOperator,

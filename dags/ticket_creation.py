@@ -42,11 +42,11 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, TriggerRule
 from findings_provider.assets import TICKETS, TRIAGE
+from findings_provider.client.limits import FINDINGS_PER_TICKET as LINK_CAP
 from findings_provider.config import load_pipeline_config
 from findings_provider.dag_defaults import approval_steps, cap_param, conn_ids, dag_settings, dry_run_param
 from findings_provider.operators.findings import PublishAssetOperator
 from findings_provider.operators.tickets import CreateTicketsOperator, LinkTicketOperator, PlanTicketsOperator
-from findings_provider.pipeline.ticket_links import MAX_LINKS as LINK_CAP
 
 CONFIG = load_pipeline_config()
 CFG = CONFIG.ticket_creation

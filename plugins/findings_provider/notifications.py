@@ -17,7 +17,6 @@ from airflow.sdk import BaseNotifier
 from findings_provider.alerts import Alert, alerts_config, deliver
 from findings_provider.config import AlertsConfig
 from findings_provider.names import APPROVAL_DAGS
-from findings_provider.pipeline.scans import ScanAlert
 
 
 class ScanAlertNotifier(BaseNotifier):
@@ -42,6 +41,8 @@ class ScanAlertNotifier(BaseNotifier):
 
 def format_alerts(alerts: list[dict[str, Any]]) -> str:
     """The alerts as plain text, one line per scan, as in the task log (for chat or e-mail notifiers)."""
+    from findings_provider.pipeline.scans import ScanAlert  # the scans pipeline (the warehouse): not at a parse
+
     return "\n".join(ScanAlert(**alert).line() for alert in alerts)
 
 

@@ -19,11 +19,11 @@ from findings_provider.config import DependencyFilters
 from findings_provider.governance.dependency_inventory import (
     SOURCE_INVENTORY,
     SOURCE_SBOM,
-    dependency_filter,
     dependency_tables,
     extract_dependencies,
     extract_repositories,
 )
+from findings_provider.governance.filters import dependency_filter
 from findings_provider.governance.sbom import COMPLETED, FAILED, ExportJob, store_export
 from findings_provider.operators.dependencies import DependencyReportOperator
 from findings_provider.warehouse import dependency_repository_rows, dependency_rows

@@ -13,7 +13,7 @@ import certifi
 import httpx
 import pytest
 from findings_provider.client import AsyncFindingsClient, ConfigurationError, FindingsClient, RetryPolicy
-from findings_provider.hooks import findings_api
+from findings_provider.client import client as client_module
 from findings_provider.hooks.findings_api import FindingsApiHook
 from present import present
 
@@ -64,12 +64,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Server:
     srv = Server()
     transport = httpx.MockTransport(srv)
     monkeypatch.setattr(
-        findings_api,
+        client_module,
         "FindingsClient",
         functools.partial(FindingsClient, transport=transport, retry_policy=FAST),
     )
     monkeypatch.setattr(
-        findings_api,
+        client_module,
         "AsyncFindingsClient",
         functools.partial(AsyncFindingsClient, transport=transport, retry_policy=FAST),
     )
@@ -97,7 +97,7 @@ def test_init_does_no_io(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(FindingsApiHook, "get_connection", classmethod(boom))
     monkeypatch.setattr(FindingsApiHook, "aget_connection", classmethod(boom))
-    monkeypatch.setattr(findings_api, "FindingsClient", boom)
+    monkeypatch.setattr(client_module, "FindingsClient", boom)
     hook = FindingsApiHook(findings_conn_id="does_not_exist")
     assert hook.findings_conn_id == "does_not_exist"
     assert "client" not in hook.__dict__
@@ -221,7 +221,7 @@ def test_tags_body_option_shapes_the_add_tags_body(monkeypatch: pytest.MonkeyPat
         return httpx.Response(200, json={"project": {"id": 31, "name": "org/repo", "tags": ["team-a", "prod"]}})
 
     monkeypatch.setattr(
-        findings_api,
+        client_module,
         "FindingsClient",
         functools.partial(FindingsClient, transport=httpx.MockTransport(answer), retry_policy=FAST),
     )
@@ -289,7 +289,7 @@ def routed(answers: dict[str, int | httpx.Response | Exception], server: Server)
 
 
 def use(monkeypatch: pytest.MonkeyPatch, transport: httpx.MockTransport) -> None:
-    monkeypatch.setattr(findings_api, "FindingsClient",
+    monkeypatch.setattr(client_module, "FindingsClient",
                         functools.partial(FindingsClient, transport=transport, retry_policy=FAST))
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from findings_provider.config import DependencyFilters
-from findings_provider.governance.dependency_inventory import dependency_filter
+from findings_provider.governance.filters import dependency_filter
 from findings_provider.operators.dependencies import (
     DependencyReportOperator,
     ExtractDependenciesOperator,

@@ -47,6 +47,8 @@ POLICY_RULES_LIMIT = Limit("rules per page", 500, 1, 2000)
 FINDINGS_PAGE_SIZE = Limit("findings per page", 100, 100, 3000)
 #: Create tickets: ``limit``.
 TICKETS_LIMIT = Limit("tickets per call", 20, 1, 20)
+#: Create tickets: findings in one ticket (the service groups at most this many into one).
+FINDINGS_PER_TICKET = 50
 #: Bulk triage: ``limit`` (ids per request).
 TRIAGE_LIMIT = Limit("findings per bulk-triage request", 3000, 1, 3000)
 #: List all projects: ``page_size`` (offset pagination, section 6; no maximum stated: the findings list's).

@@ -6,11 +6,10 @@ import ast
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, select
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # SQLAlchemy is imported by the reads that use it: the operators import this module at a parse
     import pandas as pd
     from pydantic import BaseModel
+    from sqlalchemy import Table
     from sqlalchemy.sql import Select
 
     from findings_provider.warehouse import Warehouse
@@ -76,6 +75,8 @@ def prune_missing(
     repositories, a policy's rules) is pruned after each complete pull. ``where`` restricts the candidates
     (e.g. one policy's rules).
     """
+    from sqlalchemy import select
+
     column = table.c[key]
     stmt = select(column) if where is None else select(column).where(where)
     seen_set = set(seen)

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from findings_provider.client import FindingsClient
-    from findings_provider.config import DependencyFilters
     from findings_provider.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -34,31 +33,6 @@ UNKNOWN_LICENCE = "(unknown)"
 #: else its dependencies in the inventory.
 SOURCE_SBOM = "SBOM"
 SOURCE_INVENTORY = "dependency inventory"
-
-
-def dependency_filter(filters: DependencyFilters | dict[str, Any] | None) -> dict[str, Any] | None:
-    """The API's ``dependencyFilter`` from the YAML's ``dependency_inventory.filters`` (None when empty)."""
-    if filters is None:
-        return None
-    if not isinstance(filters, dict):
-        filters = filters.model_dump()
-    body: dict[str, Any] = {}
-    if filters.get("licenses"):
-        body["license"] = list(filters["licenses"])
-    packages = []
-    for p in filters.get("packages") or ():
-        package = {"name": p["name"], "exactNameMatch": p.get("exact_name_match", True)}
-        for key, api_key in (
-            ("exact_version", "exactVersion"),
-            ("version_lower_bound", "versionLowerBound"),
-            ("version_upper_bound", "versionUpperBound"),
-        ):
-            if p.get(key) is not None:
-                package[api_key] = str(p[key])
-        packages.append(package)
-    if packages:
-        body["packageFilters"] = packages
-    return body or None
 
 
 def _mirror(

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from findings_provider.client import (
-    AsyncFindingsClient,
+from findings_provider.client.errors import (
     AuthenticationError,
     DeploymentNotFoundError,
     FindingsApiError,
-    FindingsClient,
     NotFoundError,
     TransportError,
-    check_token,
 )
-from findings_provider.client.requests import TAGS_BODY_FORMS
+from findings_provider.client.security import check_token
 from findings_provider.values import as_bool
+
+if TYPE_CHECKING:
+    from findings_provider.client.client import AsyncFindingsClient, FindingsClient
 
 CONNECTION_TYPE = "findings_api"
 DEFAULT_CONN_ID = "findings_api_default"
@@ -58,6 +58,8 @@ def client_options(host: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         opts["tracker_project_field"] = str(extra["tracker_project_field"])
     tags_body = extra.get("tags_body")
     if tags_body not in (None, ""):
+        from findings_provider.client.requests import TAGS_BODY_FORMS  # the request models: not at a DAG's parse
+
         form = tags_body.strip().lower() if isinstance(tags_body, str) else tags_body
         if form not in TAGS_BODY_FORMS:
             raise ValueError(
@@ -111,6 +113,8 @@ class FindingsApiHook(BaseHook):
     @cached_property
     def client(self) -> FindingsClient:
         """The pooled synchronous client (built on first use; no I/O in ``__init__``)."""
+        from findings_provider.client.client import FindingsClient  # here: a DAG file's parse builds no client
+
         opts, token = self._options(self.get_connection(self.findings_conn_id))
         self._mask(token)
         return FindingsClient(token=token, **opts)
@@ -120,6 +124,8 @@ class FindingsApiHook(BaseHook):
 
     async def get_async_client(self) -> AsyncFindingsClient:
         """A new asynchronous client (for triggers); the caller closes it (``async with``)."""
+        from findings_provider.client.client import AsyncFindingsClient
+
         opts, token = self._options(await self.aget_connection(self.findings_conn_id))
         self._mask(token)
         return AsyncFindingsClient(token=token, **opts)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
-from sqlalchemy.engine import URL, Engine
 
 from findings_provider.compat import AirflowNotFoundException
-from findings_provider.warehouse import Warehouse, make_engine, url_from_connection
+
+if TYPE_CHECKING:  # SQLAlchemy and the warehouse are imported when a task first uses them, not by a DAG's parse
+    from sqlalchemy.engine import URL, Engine
+
+    from findings_provider.warehouse import Warehouse
 
 DEFAULT_CONN_ID = "findings_warehouse_default"
 FALLBACK_FILE_NAME = "findings_warehouse.db"
@@ -47,6 +50,10 @@ class FindingsWarehouseHook(BaseHook):
 
     def get_url(self) -> URL:
         """Return the warehouse's SQLAlchemy URL (the fallback SQLite file when the connection is absent)."""
+        from sqlalchemy.engine import URL
+
+        from findings_provider.warehouse import url_from_connection
+
         try:
             conn = self.get_connection(self.warehouse_conn_id)
         except AirflowNotFoundException:
@@ -60,6 +67,8 @@ class FindingsWarehouseHook(BaseHook):
 
     @cached_property
     def _engine(self) -> Engine:
+        from findings_provider.warehouse import make_engine
+
         url = self.get_url()
         self.log.info("Warehouse database: %s", url.render_as_string(hide_password=True))
         return make_engine(url)
@@ -70,6 +79,8 @@ class FindingsWarehouseHook(BaseHook):
 
     @cached_property
     def _warehouse(self) -> Warehouse:
+        from findings_provider.warehouse import Warehouse
+
         warehouse = Warehouse(self._engine, run_id=self.run_id)
         warehouse.create_all()
         return warehouse

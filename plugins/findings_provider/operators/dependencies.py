@@ -36,7 +36,7 @@ class ExtractDependenciesOperator(_InventoryPullOperator):
     :param page_size: dependencies per page, 1-10000 (None: the API's default of 1000).
     :param dependency_filter: the API's ``dependencyFilter`` (``license``, ``packageFilters`` with ``name``,
         ``exactNameMatch``, ``exactVersion``, ``versionLowerBound``, ``versionUpperBound``, ...); see
-        ``findings_provider.governance.dependency_inventory.dependency_filter`` to build it from the YAML.
+        ``findings_provider.governance.filters.dependency_filter`` to build it from the YAML.
     :param prune: remove rows not served any more (default True).
     :return: ``{"dependencies", "pages", "written", "removed"}``.
     """

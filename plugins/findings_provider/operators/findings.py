@@ -15,7 +15,6 @@ from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.config import AlertsConfig, ExtractionConfig, FixDays, SlaConfig
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import SummaryReportLink
-from findings_provider.pipeline import extraction
 from findings_provider.values import ParamError, as_bool, as_int, as_optional_int, as_str_list
 
 #: The defaults of pipeline.yaml's ``findings_extraction``: an argument left out takes its value from here.
@@ -82,6 +81,8 @@ class ExtractFindingsOperator(FindingsBaseOperator):
         self.full_refresh_max_age_hours = full_refresh_max_age_hours
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import extraction  # the pull's code, imported by a run, not by a parse
+
         types = as_str_list(self.issue_types, "issue_types", allowed=ISSUE_TYPES) if (
             self.issue_types not in (None, "", "None")) else [str(t) for t in _EXTRACTION.issue_types]
         if not types:

@@ -5,19 +5,18 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from findings_provider.compat import AirflowException, AirflowSkipException, default_deferrable
-from findings_provider.governance.sbom import (
-    DEFAULT_MAX_POLL_INTERVAL,
-    DEFAULT_POLL_INTERVAL,
-    DEFAULT_TIMEOUT,
-    ExportJob,
-    pending,
-)
+from findings_provider.config.models import SbomConfig
 from findings_provider.operators.base import FindingsBaseOperator, fail_fast
-from findings_provider.triggers.sbom import SbomExportTrigger
 from findings_provider.values import as_bool, as_int_list
+
+if TYPE_CHECKING:  # the export's code (the warehouse, the async client) is imported by a run, not by a DAG's parse
+    from findings_provider.governance.sbom import ExportJob
+
+#: The defaults of pipeline.yaml's ``dependency_inventory.sbom``: an argument left out takes its value from here.
+_SBOM = SbomConfig()
 
 
 class SbomExportOperator(FindingsBaseOperator):
@@ -61,12 +60,12 @@ class SbomExportOperator(FindingsBaseOperator):
         self,
         *,
         repository_ids: Any = None,
-        cyclonedx_version: str = "1.6",
+        cyclonedx_version: str = _SBOM.cyclonedx_version,
         enabled: Any = True,
         deferrable: bool | None = None,
-        poll_interval: float = DEFAULT_POLL_INTERVAL,
-        max_poll_interval: float = DEFAULT_MAX_POLL_INTERVAL,
-        timeout: float = DEFAULT_TIMEOUT,
+        poll_interval: float = _SBOM.poll_interval,
+        max_poll_interval: float = _SBOM.max_poll_interval,
+        timeout: float = _SBOM.timeout,
         max_bytes: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -82,10 +81,12 @@ class SbomExportOperator(FindingsBaseOperator):
 
     def run(self, context: Any) -> Any:
         from findings_provider.governance.sbom import (
+            pending,
             repositories_with_dependencies,
             start_exports,
             wait_for_exports,
         )
+        from findings_provider.triggers.sbom import SbomExportTrigger
 
         if not as_bool(self.enabled, "enabled"):
             raise AirflowSkipException("SBOM export is switched off (the sbom param, or dependency_inventory.sbom)")
@@ -120,6 +121,8 @@ class SbomExportOperator(FindingsBaseOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         """Download and store the jobs the trigger waited for (each completed one's link is read again)."""
+        from findings_provider.governance.sbom import ExportJob
+
         self.warehouse_hook.run_id = context.get("run_id")
         if event.get("status") != "done":
             self.log.warning("SBOM export wait ended with %s: %s", event.get("status"), event.get("message"))

@@ -14,7 +14,6 @@ from findings_provider.alerts import Alert, alerts_config, deliver
 from findings_provider.compat import AirflowFailException
 from findings_provider.config import AlertsConfig, ScanMonitoringConfig
 from findings_provider.operators.base import FindingsBaseOperator
-from findings_provider.pipeline import scans
 from findings_provider.values import as_bool, as_int, as_str_list
 
 #: Dotted paths (comma-separated) of extra notifiers every ScanFailureAlertOperator calls, e.g.
@@ -52,6 +51,8 @@ class SearchScansOperator(FindingsBaseOperator):
         self.overlap_minutes = overlap_minutes
 
     def run(self, context: Any) -> list[str]:
+        from findings_provider.pipeline import scans
+
         result = scans.search_and_store(
             self.api_hook.client,
             self.warehouse_hook.get_warehouse(),
@@ -91,6 +92,8 @@ class RefreshScansOperator(FindingsBaseOperator):
         self.newly_completed = newly_completed
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import scans
+
         waited = as_str_list(self.scan_ids, "scan_ids")
         result = scans.refresh_scans(self.api_hook.client, self.warehouse_hook.get_warehouse(), waited)
         failed = sorted(set(as_str_list(self.failed_ids, "failed_ids")) | set(result["failed_ids"]),
@@ -138,6 +141,8 @@ class ScanFailureAlertOperator(FindingsBaseOperator):
         self.fail_on_alert = fail_on_alert
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import scans
+
         warehouse = self.warehouse_hook.get_warehouse()
         run_id = context.get("run_id")
         failed = as_str_list(self.scan_ids, "scan_ids")

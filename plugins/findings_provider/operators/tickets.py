@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from findings_provider.client.limits import TICKETS_LIMIT
+from findings_provider.client.limits import FINDINGS_PER_TICKET, TICKETS_LIMIT
 from findings_provider.config import TicketConfig, TicketPolicy
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTicketedLink, TicketsCreatedLink
-from findings_provider.pipeline import approval, ticket_links, ticket_plan, tickets
+from findings_provider.pipeline import approval
 from findings_provider.values import as_bool, as_http_url, as_int, as_int_list, as_optional_digits, as_optional_int
 
 #: The defaults of pipeline.yaml's ``ticket_creation``: an argument left out takes its value from here.
@@ -49,6 +49,8 @@ class PlanTicketsOperator(FindingsBaseOperator):
         self.group_issues = group_issues
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import ticket_links, ticket_plan
+
         group_issues = as_bool(self.group_issues, "group_issues")
         warehouse = self.warehouse_hook.get_warehouse()
         ticket_links.reconcile_links(warehouse, [str(p.issue_type) for p in self.policies], context.get("run_id"))
@@ -119,6 +121,8 @@ class CreateTicketsOperator(FindingsBaseOperator):
         self.group_issues = group_issues
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import tickets
+
         dry_run = as_bool(self.is_dry_run, "dry_run")
         tracker = as_optional_digits(self.tracker_project_id, "tracker_project_id")
         per_call = as_int(self.tickets_per_call, "tickets_per_call",
@@ -176,7 +180,7 @@ class LinkTicketOperator(FindingsBaseOperator):
         *,
         ticket_url: Any = None,
         finding_ids: Any = (),
-        max_links: Any = ticket_links.MAX_LINKS,
+        max_links: Any = FINDINGS_PER_TICKET,
         dry_run: Any = False,
         **kwargs: Any,
     ) -> None:
@@ -187,9 +191,11 @@ class LinkTicketOperator(FindingsBaseOperator):
         self.is_dry_run = dry_run  # templated; not ``dry_run``, which is BaseOperator's method
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import ticket_links
+
         ids = as_int_list(self.finding_ids, "finding_ids", minimum=1)
         dry_run = as_bool(self.is_dry_run, "dry_run")
-        cap = as_int(self.max_links, "max_links", minimum=1, maximum=ticket_links.MAX_LINKS)
+        cap = as_int(self.max_links, "max_links", minimum=1, maximum=FINDINGS_PER_TICKET)
         if not ids:
             self.log.info("no finding ids given: nothing to link")
             context["ti"].xcom_push(key="linked", value=0)

@@ -10,7 +10,7 @@ from findings_provider.config import TriageConfig, TriagePolicy
 from findings_provider.operators.approval import ApprovalBranchOperator, PlanApprovalOperator, responder
 from findings_provider.operators.base import FindingsBaseOperator
 from findings_provider.operators.links import FindingsTriagedLink
-from findings_provider.pipeline import approval, triage
+from findings_provider.pipeline import approval
 from findings_provider.values import as_bool, as_int, as_int_list, as_optional_int
 
 __all__ = ["ApprovalBranchOperator", "BulkTriageOperator", "PlanTriageOperator", "TriageApprovalOperator"]
@@ -74,6 +74,8 @@ class PlanTriageOperator(FindingsBaseOperator):
         self.chunk_size = chunk_size
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import triage
+
         dry_run = as_bool(self.is_dry_run, "dry_run")
         threshold = as_optional_int(self.approval_threshold, "approval_threshold", minimum=0)
         max_findings = as_optional_int(self.max_findings, "max_findings", minimum=1)
@@ -123,6 +125,8 @@ class TriageApprovalOperator(PlanApprovalOperator):
         self.action_ids = action_ids
 
     def on_rejected(self, warehouse: Any, result: dict[str, Any]) -> None:
+        from findings_provider.pipeline import triage
+
         for action_id in as_int_list(self.action_ids, "action_ids"):
             warehouse.update_triage_action(
                 action_id, status="failed", error=f"{triage.REJECTED} by {responder(result) or 'a person'}"
@@ -168,6 +172,8 @@ class BulkTriageOperator(FindingsBaseOperator):
         self.chunk_size = chunk_size
 
     def run(self, context: Any) -> dict[str, Any]:
+        from findings_provider.pipeline import triage
+
         warehouse = self.warehouse_hook.get_warehouse()
         policies = self.policies
         dag_id, run_id = _identity(context)

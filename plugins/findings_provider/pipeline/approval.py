@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from findings_provider.warehouse import Warehouse
+if TYPE_CHECKING:
+    from findings_provider.warehouse import Warehouse
 
 TRIAGE = "triage"
 TICKETS = "tickets"

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, func, or_, select
 
+from findings_provider.client.limits import FINDINGS_PER_TICKET
 from findings_provider.client.vocabulary import IssueType
 from findings_provider.config import FindingSelector
 from findings_provider.pipeline import freshness
 from findings_provider.pipeline.selection import TICKET_DONE, select_by_ids
 from findings_provider.pipeline.ticket_outcomes import LOST, mark_ticketed, reread_tickets, ticket_in_raw
-from findings_provider.pipeline.ticket_plan import PER_TICKET_MAX, TicketGroup
+from findings_provider.pipeline.ticket_plan import TicketGroup
 from findings_provider.pipeline.ticket_send import refused_before_processing, sending_client
 from findings_provider.warehouse import TicketAction, Warehouse
 from findings_provider.warehouse.batches import id_batches
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Most findings one run links (the service groups at most this many findings into one ticket).
-MAX_LINKS = PER_TICKET_MAX
 #: ``dropped_findings`` kind and policy of the findings a link leaves alone.
 LINK_KIND = "link"
 LINK_POLICY = "link_ticket"
@@ -91,7 +90,7 @@ def link_ticket(
     ticket_url: str,
     ids: Sequence[int],
     *,
-    max_links: int = MAX_LINKS,
+    max_links: int = FINDINGS_PER_TICKET,
     dry_run: bool = False,
     run_id: str | None = None,
 ) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from findings_provider.client.limits import TICKETS_LIMIT
+from findings_provider.client.limits import FINDINGS_PER_TICKET, TICKETS_LIMIT
 from findings_provider.config import TicketPolicy
 from findings_provider.pipeline.approval import Cap
 from findings_provider.pipeline.selection import SelectedFinding, select_findings
@@ -23,8 +23,6 @@ from findings_provider.text import md_escape
 from findings_provider.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
-
-PER_TICKET_MAX = 50
 
 
 @dataclass
@@ -67,8 +65,8 @@ def group_findings(selected: Sequence[SelectedFinding], *, group_issues: bool = 
         by_key.setdefault((f.repository_name or "", f.rule_name or ""), []).append(f.id)
     return [
         [
-            TicketGroup(repo or None, rule or None, ids[i : i + PER_TICKET_MAX])
-            for i in range(0, len(ids), PER_TICKET_MAX)
+            TicketGroup(repo or None, rule or None, ids[i : i + FINDINGS_PER_TICKET])
+            for i in range(0, len(ids), FINDINGS_PER_TICKET)
         ]
         for (repo, rule), ids in sorted(by_key.items())
     ]

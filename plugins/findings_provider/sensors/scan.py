@@ -20,15 +20,15 @@ from findings_provider.compat import (
 from findings_provider.hooks.findings_api import DEFAULT_CONN_ID, FindingsApiHook
 from findings_provider.operators.base import fail_fast
 from findings_provider.operators.links import ScanLink, scan_url
-from findings_provider.triggers.scan import ScanStatusTrigger
 
 
 class ScanCompletionSensor(BaseSensorOperator):
     """Wait until a scan (or every scan of a list) has finished; fail clearly when one did not succeed.
 
     It checks once before deferring (an already finished scan never reaches the triggerer), pushes the
-    scan's CI job URL for the "Scan" link, then defers to :class:`ScanStatusTrigger`, which enforces
-    ``timeout`` itself. Not deferrable, it pokes in the worker like any sensor.
+    scan's CI job URL for the "Scan" link, then defers to
+    :class:`~findings_provider.triggers.scan.ScanStatusTrigger`, which enforces ``timeout`` itself. Not
+    deferrable, it pokes in the worker like any sensor.
 
     Outcomes: ``SCAN_STATUS_COMPLETED`` succeeds; ``SCAN_STATUS_ERROR``, ``SCAN_STATUS_NEVER_FINISHED`` and
     ``SCAN_STATUS_CANCELLED`` fail the task without retries (or only log a warning with
@@ -134,6 +134,8 @@ class ScanCompletionSensor(BaseSensorOperator):
                 return self._result(statuses)
             if not self.deferrable:
                 return super().execute(context)
+            from findings_provider.triggers.scan import ScanStatusTrigger  # the async client: not at a DAG's parse
+
             self.defer(
                 trigger=ScanStatusTrigger(
                     scan_ids=self.scan_ids,
