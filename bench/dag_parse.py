@@ -9,19 +9,36 @@ the processor manager does before it forks a parser, so a parse does not scan Ai
 part is the processor's own ``_parse_file`` on the file. Everything the DAG file imports besides Airflow (the
 provider, the pipeline configuration) is paid inside the timed part, as in the processor.
 
+It measures the steady state of a deployment, where Python wrote the bytecode (``__pycache__``) of the provider
+and of the DAG file the first time they were imported: before the timed part the script compiles both (untimed;
+only what is missing or stale), so the figure does not depend on ``PYTHONDONTWRITEBYTECODE``, under which every
+parse would compile the provider's source again. The provider's import and the DAG file's execution stay timed.
+
     python bench/dag_parse.py --file dags/findings_extraction.py --out parse.json
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import gc
+import importlib.util
 import os
 import tempfile
 import time
 from pathlib import Path
 
 from common import PROJECT_DIR, write_json
+
+
+def compile_bytecode(dag_file: Path) -> None:
+    """Write the bytecode a deployment has after its first parse: the provider's modules and the DAG file's (the
+    DAG processor's loader reads and writes the DAG file's ``__pycache__`` like any import). Up-to-date files are
+    left alone; the provider is found without importing it."""
+    spec = importlib.util.find_spec("findings_provider")
+    for package_dir in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(package_dir, quiet=1)
+    compileall.compile_file(dag_file, quiet=1)
 
 
 def main() -> None:
@@ -35,6 +52,7 @@ def main() -> None:
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
     started = time.perf_counter()
+    compile_bytecode(path)
     import structlog
     from airflow.dag_processing import processor
 
@@ -43,12 +61,13 @@ def main() -> None:
     setup_s = time.perf_counter() - started
 
     request = processor.DagFileParseRequest(file=str(path), bundle_path=path.parent, bundle_name="dags-folder")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     result = processor._parse_file(request, structlog.get_logger("bench"))
-    parse_s = time.perf_counter() - started
+    parse_s, parse_cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     write_json(args.out, {
         "file": str(path.relative_to(PROJECT_DIR)) if path.is_relative_to(PROJECT_DIR) else str(path),
         "parse_s": parse_s,
+        "parse_cpu_s": parse_cpu_s,
         "setup_s": setup_s,
         "dag_ids": [dag.dag_id for dag in result.serialized_dags] if result else [],
         "import_errors": dict(result.import_errors) if result and result.import_errors else {},
