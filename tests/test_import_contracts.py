@@ -120,13 +120,9 @@ def test_a_dag_files_parse_imports_only_the_wiring(dag_file: Path) -> None:
 @pytest.mark.parametrize(("module", "line", "dag", "kind", "found"), [
     ("operators/tickets.py", "import sqlalchemy", "ticket_creation", "heavy",
      "sqlalchemy <- findings_provider.operators.tickets"),
-    ("hooks/warehouse.py", "from sqlalchemy.engine import URL", "findings_extraction", "heavy",
-     "sqlalchemy.engine <- findings_provider.hooks.warehouse"),
-    ("operators/triage.py", "from findings_provider.pipeline import triage", "autotriage_triage", "lazy",
-     "findings_provider.pipeline.triage"),
     ("client/__init__.py", "from findings_provider.client.client import FindingsClient", "scan_monitoring", "lazy",
      "findings_provider.client.client"),
-], ids=["sqlalchemy-in-an-operator", "sqlalchemy-in-a-hook", "pipeline-in-an-operator", "eager-client-package"])
+], ids=["sqlalchemy-in-an-operator", "eager-client-package"])
 def test_a_heavy_import_at_module_level_is_found(tmp_path: Path, module: str, line: str, dag: str, kind: str,
                                                  found: str) -> None:
     """The check above fails on a copy of the provider in which ``module`` got ``line`` (at module level)."""
