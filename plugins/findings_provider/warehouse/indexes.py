@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 #: Indexes of ``findings`` that a load uses on every insert, kept through a first load: the counted mark's lookup
 #: of each new row's fingerprint (``branches.counted_on_insert``, ``branches.stored_fingerprints``).
 LOAD_INDEXES = frozenset({"ix_findings_fingerprint"})
-#: Dialects on which a first load builds the other indexes after the pulls.
+#: Dialects on which a first load builds the other indexes after the pulls. Not PostgreSQL: there a first load
+#: measured no clear gain (its ``COPY`` maintains the indexes at little cost, and the recount after a build was
+#: slower), within the noise of the runs (bench/README.md).
 DEFERRED_ON = frozenset({"sqlite"})
 #: SQLite: bytes of the database file read through a memory map while an index is built (each build reads the
 #: whole table; mapped, its pages are not copied into SQLite's page cache): about a third less time per build.
