@@ -8,10 +8,11 @@ from collections.abc import Iterator
 import pytest
 from findings_provider.client import ValidationError
 from findings_provider.pipeline import extraction
-from findings_provider.warehouse import Warehouse, indexes, make_engine
+from findings_provider.warehouse import Warehouse, indexes
 from findings_provider.warehouse.schema import findings
 from fixtures import make_warehouse
 from sqlalchemy import inspect, select, text
+from warehouse_rows import stored
 
 from devtools.warehouse import drop_every_table
 
@@ -93,11 +94,9 @@ def test_a_first_load_leaves_every_index_of_the_metadata(api: FakeApi, any_wareh
         assert (during & DEFERRED) == (set() if deferring_on(any_warehouse) else DEFERRED)
 
 
-def stored(warehouse: Warehouse) -> set[tuple]:
-    """Every stored finding's columns but ``synced_at``, the counted mark and digest included."""
-    columns = [c for c in findings.c if c.name != "synced_at"]
-    with warehouse.engine.connect() as conn:
-        return {tuple(row) for row in conn.execute(select(*columns))}
+def every_column(warehouse: Warehouse) -> list[tuple]:
+    """Every stored finding's columns but ``synced_at``, the counted mark and digest included, in key order."""
+    return stored(warehouse, findings, *(c.name for c in findings.c if c.name != "synced_at"))
 
 
 def test_the_rows_and_counted_marks_equal_those_of_a_load_that_keeps_its_indexes(
@@ -110,11 +109,11 @@ def test_the_rows_and_counted_marks_equal_those_of_a_load_that_keeps_its_indexes
     kept = make_warehouse(tmp_path / "kept.db")
     run(api, kept, types=("sast", "sca"))
 
-    deferred_rows = stored(any_warehouse)
+    deferred_rows = every_column(any_warehouse)
     assert len(deferred_rows) == 460
     with any_warehouse.engine.connect() as conn:  # the copies of one fingerprint were ranked
         assert set(conn.execute(select(findings.c.counted)).scalars()) == {True, False}
-    assert deferred_rows == stored(kept)
+    assert deferred_rows == every_column(kept)
     kept.engine.dispose()
 
 
@@ -202,8 +201,7 @@ def test_another_task_building_the_indexes_during_a_first_load_changes_no_row(
 
     def beside(client, warehouse, issue_type, **kwargs):
         if issue_type == "sca":  # the sast findings are stored, the sca ones not yet
-            other = Warehouse(make_engine(warehouse.engine.url))
-            other.create_all()
+            other = make_warehouse(warehouse.engine.url.render_as_string(hide_password=False))  # its create_all
             other.engine.dispose()
             with warehouse.engine.connect() as conn:
                 during.append(indexes.existing_indexes(conn))
@@ -219,5 +217,5 @@ def test_another_task_building_the_indexes_during_a_first_load_changes_no_row(
     key = "sqlite_autoindex_findings_1" if any_warehouse.engine.dialect.name == "sqlite" else "pk_findings"
     assert during == [EVERY_INDEX | {key}]  # built by the other task, mid-load
     assert index_names(any_warehouse) == EVERY_INDEX
-    assert stored(any_warehouse) == stored(kept)
+    assert every_column(any_warehouse) == every_column(kept)
     kept.engine.dispose()
