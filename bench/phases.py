@@ -87,6 +87,7 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("other_sql", "other statements of the upsert", "main"),
     ("commit", "commit (SQLite: with the WAL auto-checkpoint)", "main"),
     ("not_seen", "count of stored findings no longer listed", "main"),
+    ("indexes", "secondary indexes: dropped before a first load, built after it (`warehouse.indexes`)", "main"),
     ("projects", "projects listing and storing before the pulls, besides its recount", "main"),
     ("recount", "`counted` recounts (`branches.recount`: the projects' listing's, then the one after the pulls)",
      "main"),
@@ -203,7 +204,7 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
     """Time the product's phases (see the module's docstring) while the block runs."""
     from findings_provider.client import FindingsClient, endpoints
     from findings_provider.pipeline import extraction
-    from findings_provider.warehouse import Warehouse, branches, rows, upsert
+    from findings_provider.warehouse import Warehouse, branches, indexes, rows, upsert
     from sqlalchemy.pool.base import _ConnectionFairy
 
     page_decoder = endpoints._RAW_DECODER
@@ -305,6 +306,8 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
             (Warehouse, "upsert_findings", timed_upsert),
             (Warehouse, "count_findings", timers.wrap("not_seen", Warehouse.count_findings)),
             (Warehouse, "take_snapshot", timers.wrap("snapshot", Warehouse.take_snapshot)),
+            (indexes, "drop_deferrable", timers.wrap("indexes", indexes.drop_deferrable)),
+            (indexes, "build_missing", timers.wrap("indexes", indexes.build_missing)),
             (upsert, "_copy_text", timers.wrap("copy_text", upsert._copy_text)),
             (_ConnectionFairy, "cursor", cursor),
             (dialect, "do_commit", commit),
@@ -377,7 +380,7 @@ def one_pull(database_url: str, source: Source, *, isolation: bool) -> dict[str,
     server = sum(after - server_before.get(pid, 0.0) for pid, after in server_after.items()) if server_after else None
     phases = phase_seconds(timers, isolation)
     phases["state"] = (wall - timers.get("pull") - timers.get("projects_all") - timers.get("recount_copies")
-                       - timers.get("snapshot"))
+                       - timers.get("snapshot") - timers.get("indexes"))
     return {"findings": result["findings"], "written": result["written"], "wall_s": wall, "cpu_s": cpu,
             "worker_cpu_s": worker_cpu, "server_cpu_s": server, "phases": phases, "calls": timers.calls}
 

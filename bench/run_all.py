@@ -43,7 +43,7 @@ from common import (
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from pulled import ISSUE_TYPES
 from report import write_markdown
-from verdicts import LARGE, TARGETS, verdicts
+from verdicts import LARGE, SAME_SCHEMA_VARIANTS, TARGETS, verdicts
 
 # importable: common put the repository's root on sys.path
 from devtools.services import Postgres, configured_postgres
@@ -253,7 +253,8 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
 def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int) -> dict[str, Any]:
     """The product's first load and the SQLite ceilings (``sqlite_ceiling.py``), side by side, against the page
     server (``page_server.py``: the emulator's pages, prebuilt), run by run: the product and the same-schema
-    ceiling next to each other (alternating which goes first), then the other variants."""
+    ceilings (``SAME_SCHEMA_VARIANTS``) next to each other (alternating which goes first), then the other
+    variants."""
     from page_server import PageServerProcess
 
     workdir = runner.workdir
@@ -277,15 +278,15 @@ def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int)
                 return runner.child("sqlite_ceiling.py", *base, "--database-path", str(ceiling_db),
                                     "--variants", ",".join(variants), *(["--check", str(product_db)] if check else []))
 
-            # the same-schema ceiling right next to the product (alternating which goes first), the others after
-            same = [v for v in names if v == "schema"]
+            # the same-schema ceilings right next to the product (alternating which goes first), the others after
+            same = [v for v in names if v in SAME_SCHEMA_VARIANTS]
             if run % 2 == 0:
                 run_product()
                 adjacent = run_ceiling(same, check=run == 0)  # the product's rows of this run are there to compare
             else:
                 adjacent = run_ceiling(same)
                 run_product()
-            others = run_ceiling([v for v in names if v != "schema"])
+            others = run_ceiling([v for v in names if v not in SAME_SCHEMA_VARIANTS])
             ceilings.append({"variants": {**adjacent["variants"], **others["variants"]},
                              "check": adjacent["check"]})
             shown = ", ".join(f"{v} {c['findings_per_s']:,.0f}" for v, c in ceilings[-1]["variants"].items())

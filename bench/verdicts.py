@@ -16,6 +16,8 @@ from pulled import ISSUE_TYPES
 LARGE = 200_000
 #: The issue's reference figure for the naive script (100-item pages, stdlib json, ORM add + commit per row).
 ISSUE_NAIVE_PER_S = 1_800
+#: ``sqlite_ceiling.py``'s variants that end with the product's table and indexes: the ceilings of the first load.
+SAME_SCHEMA_VARIANTS = ("schema", "indexes_after")
 TARGETS = {
     "sqlite_findings_per_s": 35_000,
     "sqlite_vs_naive": 10.0,
@@ -56,32 +58,40 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{naive:,.0f}/s, {naive / ISSUE_NAIVE_PER_S:.1f}x the issue's reference naive figure "
                 f"({ISSUE_NAIVE_PER_S:,}/s); against that figure the product's {rate:,.0f}/s is "
                 f"{rate / ISSUE_NAIVE_PER_S:.0f}x. Per finding the naive script uses {cpu_ratio:.1f}x the product's "
-                "CPU time: 15x in wall-clock time would need the extraction to keep more than one core busy "
-                "through most of the pull (today only the fetch thread's work overlaps the database's). With "
+                "CPU time (the product's main process; its worker process prepares the pages on the other core). "
+                "The SQLite ceilings against the page server show how fast SQLite itself writes the same rows and "
+                "indexes (bench/README.md, \"The 10x gap, stated\"). With "
                 "SQLite's defaults (rollback journal, synchronous=FULL: an fsync per commit) the same script "
                 "measured 337/s at N=100,000 on this machine (`naive_baseline.py --sqlite-defaults`; not run by "
                 "default: 5 minutes per 100,000)")
         if "sqlite_ceiling" in r:
             c = r["sqlite_ceiling"]
             product = c["product_first_load"]
-            for variant, what in (("schema", "the same-schema"), ("minimal", "the minimal table's")):
-                v = c["variants"].get(variant)
-                if v is None:
-                    continue
+            same = [v for v in SAME_SCHEMA_VARIANTS if v in c["variants"]]
+            # the product builds its secondary indexes after a first load: its ceiling may do either
+            best = max(same, key=lambda v: c["variants"][v]["findings_per_s_median"], default=None)
+            for variant in ([best] if best else []) + (["minimal"] if "minimal" in c["variants"] else []):
+                v = c["variants"][variant]
                 share = v["product_share"]
                 runs = ", ".join(f"{x:.0%}" for x in v["product_share_runs"])
                 cpu_share = v["cpu_seconds_median"] / product["cpu_seconds_median"]
                 measured = (f"{share:.0%} ({product['findings_per_s_median']:,.0f} vs {v['findings_per_s_median']:,.0f}"
-                            f"/s; run by run {runs}); in CPU time {cpu_share:.0%} ({v['cpu_seconds_median']:.1f} vs "
-                            f"{product['cpu_seconds_median']:.1f} s)")
-                if variant == "schema":
-                    add(f"SQLite first load >= {TARGETS['sqlite_vs_ceiling']:.0%} of {what} ceiling ({n})", measured,
-                        share >= TARGETS["sqlite_vs_ceiling"],
-                        "both against the page server (prebuilt pages); the ceiling is plain sqlite3 + msgspec "
-                        "INSERTs into the product's table and indexes, one transaction per page, without the "
-                        "product's upsert, history, checks, Airflow task and daily snapshot")
+                            f"/s, `{variant}`; run by run {runs}); in CPU time {cpu_share:.0%} "
+                            f"({v['cpu_seconds_median']:.1f} vs {product['cpu_seconds_median']:.1f} s)")
+                if variant == best:
+                    others = ", ".join(f"`{o}` {c['variants'][o]['findings_per_s_median']:,.0f}/s" for o in same
+                                       if o != best)
+                    add(f"SQLite first load >= {TARGETS['sqlite_vs_ceiling']:.0%} of the same-schema ceiling ({n})",
+                        measured, share >= TARGETS["sqlite_vs_ceiling"],
+                        "both against the page server (prebuilt pages); the ceiling is the faster of "
+                        "sqlite_ceiling.py's variants that end with the product's table and indexes (`schema`: "
+                        "indexes maintained during the load; `indexes_after`: the secondary indexes built after the "
+                        "last page, as the product's first load does), named in brackets"
+                        + (f" (the other: {others})" if others else "")
+                        + "; plain sqlite3 + msgspec INSERTs, one transaction per page, without the product's "
+                        "upsert, history, checks, Airflow task and daily snapshot")
                 else:
-                    add(f"SQLite first load as a share of {what} ceiling ({n})", measured, None,
+                    add(f"SQLite first load as a share of the minimal table's ceiling ({n})", measured, None,
                         "not a target: (id INTEGER PRIMARY KEY, raw TEXT), for information")
         if "postgres" in r:
             ceiling = r["postgres_ceiling"]["best_first_load_per_s"]

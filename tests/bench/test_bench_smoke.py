@@ -106,7 +106,7 @@ def test_phases_accounts_for_a_first_load_and_a_resync(tmp_path: Path) -> None:
             phases = run["phases"]
             assert run["findings"] == results["findings_requested"], (backend, name)
             assert run["written"] == (run["findings"] if name.startswith("first") else 0), (backend, name)
-            for phase in ("fetch", "decode", "commit", "recount", "snapshot", "not_seen"):
+            for phase in ("fetch", "decode", "commit", "recount", "snapshot", "not_seen", "indexes"):
                 assert phases[phase] > 0, (backend, name, phase)
             # in the pipeline the pages after the first are prepared in the worker process, whose phases stay there
             for phase in ("finding_rows", "digests"):

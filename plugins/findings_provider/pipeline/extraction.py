@@ -48,6 +48,7 @@ from findings_provider.client.limits import FINDINGS_PAGE_SIZE, PROJECTS_PAGE_SI
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.branches import recount, store_projects
+from findings_provider.warehouse.indexes import deferred_on_first_load
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, finding_digests
 from findings_provider.warehouse.timestamps import utc_text
 
@@ -525,6 +526,11 @@ def run_extraction(
     run's ``logical_date``, default ``now``; ``run_id`` tells a re-run of the run that reconciled it), and on
     ``full_refresh_weekday`` (at most once in ``FULL_REFRESH_MIN_AGE``); None disables a trigger. A failing type
     does not undo the others: their watermarks are saved, then the first error is raised.
+
+    On an empty ``findings`` table (a first load, on SQLite) the secondary indexes the pulls do not use are
+    dropped before them and built after them, before the recount and the snapshot, also when a pull fails; on a
+    table that holds findings, an index missing (a first load killed midway) is built before the pulls
+    (:func:`findings_provider.warehouse.indexes.deferred_on_first_load`).
     """
     now = now or datetime.now(timezone.utc)
     results: dict[str, Any] = {}
@@ -537,35 +543,37 @@ def run_extraction(
     # (branches.counted_on_insert); the copies left unmarked are recounted after the pulls
     projects = refresh_projects(client, warehouse, now)
     forget_logged_unknowns()  # an enum value nobody knows yet is stored as received and logged once per run
-    for issue_type in issue_types:
-        since, reason = pull_since(
-            warehouse,
-            issue_type,
-            full_refresh=full_refresh,
-            full_refresh_weekday=full_refresh_weekday,
-            full_refresh_max_age=full_refresh_max_age,
-            overlap=overlap,
-            now=now,
-            logical_date=logical_date,
-            run_id=run_id,
-        )
-        log.info("pulling %s findings: %s", issue_type, reason)
-        try:
-            result = extract_findings(client, warehouse, issue_type, since=since, page_size=page_size, now=now)
-        except Exception as exc:
-            log.error("pull of %s findings failed; its watermark stays where it was: %s", issue_type, exc)
-            error = error or exc
-            continue
-        _save_progress(warehouse, result, now)
-        if result.full and full_refresh_max_age is not None:
-            _record_reconciled(warehouse, issue_type, period_start(logical_date or now, full_refresh_max_age),
-                               run_id)
-        results[issue_type] = {**result.as_dict(), "reason": reason}
-        log.info(
-            "%s: %d requests, %d pages, %d findings (%d duplicates dropped), %d rows written, watermark %s%s",
-            issue_type, result.requests, result.pages, result.unique, result.duplicates, result.written,
-            result.watermark, "" if result.not_seen is None else f", {result.not_seen} stored but no longer listed",
-        )
+    # on an empty warehouse the secondary indexes are built once after the pulls, not entry by entry during them
+    with deferred_on_first_load(warehouse.engine):
+        for issue_type in issue_types:
+            since, reason = pull_since(
+                warehouse,
+                issue_type,
+                full_refresh=full_refresh,
+                full_refresh_weekday=full_refresh_weekday,
+                full_refresh_max_age=full_refresh_max_age,
+                overlap=overlap,
+                now=now,
+                logical_date=logical_date,
+                run_id=run_id,
+            )
+            log.info("pulling %s findings: %s", issue_type, reason)
+            try:
+                result = extract_findings(client, warehouse, issue_type, since=since, page_size=page_size, now=now)
+            except Exception as exc:
+                log.error("pull of %s findings failed; its watermark stays where it was: %s", issue_type, exc)
+                error = error or exc
+                continue
+            _save_progress(warehouse, result, now)
+            if result.full and full_refresh_max_age is not None:
+                _record_reconciled(warehouse, issue_type, period_start(logical_date or now, full_refresh_max_age),
+                                   run_id)
+            results[issue_type] = {**result.as_dict(), "reason": reason}
+            log.info(
+                "%s: %d requests, %d pages, %d findings (%d duplicates dropped), %d rows written, watermark %s%s",
+                issue_type, result.requests, result.pages, result.unique, result.duplicates, result.written,
+                result.watermark, "" if result.not_seen is None else f", {result.not_seen} stored but no longer listed",
+            )
     if error is not None:
         raise error
     started = time.perf_counter()

@@ -18,6 +18,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.sql.elements import ColumnElement
 
 from .history import take_snapshot
+from .indexes import build_missing_logged
 from .schema import findings, pipeline_state, policy_changes, reports, ticket_actions, triage_actions
 from .timestamps import utc_now_text
 from .upsert import BulkUpserter
@@ -63,8 +64,10 @@ class Warehouse(BulkUpserter):
     def create_all(self) -> None:
         """Bring the warehouse to the newest schema revision: create it in an empty database, version one made
         before versioning (its missing columns filled from ``raw``), apply the revisions it lacks (see
-        :mod:`.versioning`). One query when it is already current; safe to race (a schema lock)."""
+        :mod:`.versioning`); then create any index of ``findings`` missing (left by a first load that did not
+        finish: :mod:`.indexes`). Two queries when it is already current; safe to race (a schema lock)."""
         ensure_current(self.engine)
+        build_missing_logged(self.engine)
 
     # --- daily snapshot ---------------------------------------------------------------------------
 
