@@ -166,7 +166,7 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
     args = runner.args
     large = size > LARGE
     runs = args.runs_large if large else args.runs
-    naive_runs = 1 if large else args.runs
+    naive_runs = 0 if args.skip_naive or size > args.naive_max else 1 if large else args.runs
     pg_runs = args.pg_runs_large if large else args.runs
     result: dict[str, Any] = {"findings": size, "runs": {"sqlite": runs, "naive": naive_runs, "postgres": pg_runs}}
     log(f"N={size}: starting the emulator")
@@ -186,7 +186,7 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
         base = emulator_args(emulator)
         first, resync, naive = [], [], []
         for run in range(max(runs, naive_runs)):
-            if run < naive_runs and not args.skip_naive:
+            if run < naive_runs:
                 naive.append(runner.child("naive_baseline.py", *base[:6], "--database-url", naive_url))
                 log(f"N={size} run {run + 1}: naive {naive[-1]['findings_per_s']:,.0f} findings/s")
             if run < runs:
@@ -356,6 +356,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated N")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-naive", action="store_true")
+    parser.add_argument("--naive-max", type=int, default=10**12, metavar="N",
+                        help="run the naive baseline only at sizes up to N (its target is at 100,000; at 1,000,000 "
+                             "one run takes it several minutes)")
     parser.add_argument("--skip-ceilings", action="store_true",
                         help="leave out the SQLite ceilings against the page server (bench/sqlite_ceiling.py)")
     parser.add_argument("--ceiling-variants", default="schema,indexes_after,no_secondary,unkeyed,integer_key,"
