@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby
 from operator import itemgetter
@@ -41,7 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .branches import Fingerprint, counted_on_insert, marks_on_insert, stored_fingerprints
+from .branches import Fingerprint, counted_on_insert, marks_on_insert, stored_copies
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -64,6 +63,7 @@ RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: SQLSTATEs of a server that is shutting down or starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
 _SHUTDOWN_CODES = ("57P01", "57P02", "57P03")
 _ISSUE_TYPE, _ID = FINDING_COLUMNS.index("issue_type"), FINDING_COLUMNS.index("id")
+_REF, _RELEVANT_SINCE = FINDING_COLUMNS.index("ref"), FINDING_COLUMNS.index("relevant_since")
 #: A ``FINDING_COLUMNS`` row's fingerprint (``branches.Fingerprint``).
 _FINGERPRINT: Callable[[Row], Fingerprint] = itemgetter(*(FINDING_COLUMNS.index(c) for c in (
     "issue_type", "repository_name", "match_based_id")))
@@ -225,11 +225,8 @@ class BulkUpserter:
         written = 0
         if new:
             target = _target(conn, findings)
-            fingerprints = list(map(_FINGERPRINT, new))
-            written_copies = Counter(fingerprints)
-            written_copies.update(map(_FINGERPRINT, changed))
-            marks = marks_on_insert(fingerprints, written_copies,
-                                    lambda alone: stored_fingerprints(cursor, target, alone))
+            marks = marks_on_insert([(_FINGERPRINT(row), row[_REF], row[_RELEVANT_SINCE], row[_ID]) for row in new],
+                                    lambda fingerprints: stored_copies(cursor, target, fingerprints))
             if texts is None:
                 rows = [(*row, now, mark) for row, mark in zip(new, marks, strict=True)]
                 cursor.copy_expert(copy_new, _CopyStream(rows))
