@@ -29,7 +29,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import case, delete, false, func, insert, or_, select, true, tuple_, update
+from sqlalchemy import case, delete, false, func, insert, literal_column, or_, select, true, tuple_, update
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Connection
 
 from .schema import findings, projects
@@ -52,10 +53,9 @@ def is_counted() -> Any:
     return or_(findings.c.counted.is_(None), findings.c.counted == true())
 
 
-def _always_counted() -> Any:
-    """:func:`always_counted` over ``findings``."""
-    return or_(findings.c.issue_type.in_(EVERY_BRANCH_TYPES), findings.c.match_based_id.is_(None),
-               findings.c.match_based_id == "")
+def _always_counted(issue_type: Any = findings.c.issue_type, match_based_id: Any = findings.c.match_based_id) -> Any:
+    """:func:`always_counted` in SQL, over ``findings`` or the given column expressions."""
+    return or_(issue_type.in_(EVERY_BRANCH_TYPES), match_based_id.is_(None), match_based_id == "")
 
 
 def _fingerprint() -> tuple[Any, Any, Any]:
@@ -132,8 +132,8 @@ def counted_on_insert(target: str, issue_type: str, repository: str, match_based
 
     ``issue_type`` … ``ident``: the SQL of the new row's values; ``target``: the findings table as quoted.
     """
-    every_branch = ", ".join(f"'{kind}'" for kind in EVERY_BRANCH_TYPES)
-    always = f"{issue_type} IN ({every_branch}) OR {match_based_id} IS NULL OR {match_based_id} = ''"
+    always = _always_counted(literal_column(issue_type), literal_column(match_based_id)).compile(
+        dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
     # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
     same = (f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id} "
             f"AND f.repository_name IS {repository}")
