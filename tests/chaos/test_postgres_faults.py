@@ -180,12 +180,12 @@ def on_second_page_write(monkeypatch: pytest.MonkeyPatch, fault: Callable[[], No
     calls = {"n": 0}
     real = upsert._CopyStream
 
-    def copy_stream(rows: Any) -> Any:
+    def copy_stream(rows: Any, *text: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 2:
             fault()
             fired.append(calls["n"])
-        return real(rows)
+        return real(rows, *text)
 
     monkeypatch.setattr(upsert, "_CopyStream", copy_stream)
     yield fired

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 from findings_provider.pipeline import extraction
+from findings_provider.warehouse import upsert
 from findings_provider.warehouse.rows import content_digest
 
 from .fakes import FakeApi, finding
@@ -38,6 +39,22 @@ def test_pages_after_the_first_are_prepared_in_a_worker_process_alike() -> None:
             alike.rows, alike.digests, alike.rejected, alike.received)
         assert got.digests == [content_digest(row[-1]) for row in got.rows]  # raw is the last column
     assert [r.field for r in later[1].rejected] == ["rule_name"]
+    assert all(got.lines is None for got in (first, *later))  # no COPY lines unless asked
+
+
+def test_the_worker_formats_the_copy_lines_of_a_postgresql_warehouse() -> None:
+    pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 50))) for start in (1, 51)]
+    pages[1].items[3] = orjson.dumps({**finding(54, minutes_ago=1), "rule_message": "a\tb\\c\nd"})
+    with extraction._Preparer("sast", processes=True, copy_lines=True) as prepare:
+        first = prepare(pages[0])
+        prepare.writes = True
+        later = prepare(pages[1])
+        assert prepare._pool is not None
+    assert first.lines is None  # prepared in the thread: most of such a page may not be written
+    assert later.lines == upsert.finding_copy_lines(later.rows, later.digests)
+    raw = later.rows[3][-1]  # raw is the last column, the digest follows it
+    assert "\\" in raw
+    assert later.lines[3].split("\t")[-2] == raw.replace("\\", "\\\\")
 
 
 def test_a_pull_with_values_rejected_on_later_pages_reports_them_and_stores_the_rest(

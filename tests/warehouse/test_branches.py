@@ -150,17 +150,17 @@ def test_marks_stored_with_new_copies_then_recounted_equal_a_recount_from_scratc
 
 
 def test_a_new_copy_that_a_counted_copy_ranks_before_is_stored_not_counted(warehouse: Warehouse) -> None:
-    """SQLite decides it in the insert; PostgreSQL's COPY leaves it unmarked, for the recount."""
-    decided = warehouse.engine.dialect.name == "sqlite"
+    """Both dialects decide it in the insert (SQLite in SQL, PostgreSQL in ``branches.marks_on_insert``); a copy
+    that would take the count is left unmarked, for the recount."""
     projects(warehouse, **{"acme/api": "main"})
     warehouse.upsert_findings([copy(1, "dev", 1)])  # alone in its fingerprint: the counted copy
     warehouse.upsert_findings([copy(2, "dev", 5)])  # detected before 1, same rank of branch: 1 keeps the count
     warehouse.upsert_findings([copy(3, "main", 9)])  # on the primary branch: it takes the count, at the recount
     warehouse.upsert_findings([copy(4, "dev", 1)])  # detected with 1, a higher id: it takes the count, too
-    assert counted(warehouse) == {1: True, 2: False if decided else None, 3: None, 4: None}
+    assert counted(warehouse) == {1: True, 2: False, 3: None, 4: None}
     with warehouse.engine.begin() as conn:
-        # 1 loses the count to 3; 4 is not counted; 2 is looked at (and marked, where it was not)
-        assert recount(conn) == (3 if decided else 4)
+        # 1 loses the count to 3; 4 is not counted; 2 keeps its mark
+        assert recount(conn) == 3
     assert counted(warehouse) == {1: False, 2: False, 3: True, 4: False}
 
 
@@ -179,8 +179,7 @@ def test_marks_stored_page_by_page_then_recounted_once_equal_a_recount_from_scra
     for start in range(0, len(rows), 7):
         warehouse.upsert_findings(rows[start:start + 7])
     at_insert = counted(warehouse)
-    # SQLite decides some copies not counted when it stores them (PostgreSQL leaves those to the recount)
-    assert (False in at_insert.values()) is (warehouse.engine.dialect.name == "sqlite")
+    assert False in at_insert.values()  # some copies are decided not counted when stored
     with warehouse.engine.begin() as conn:
         recount(conn)
     incremental = counted(warehouse)
@@ -193,10 +192,11 @@ def test_marks_stored_page_by_page_then_recounted_once_equal_a_recount_from_scra
 
 def test_new_copies_are_stored_marked_by_the_rule_before_any_recount(warehouse: Warehouse) -> None:
     """The mark a new copy is inserted with (both dialects: SQLite's SQL row by row, PostgreSQL's ``COPY`` of new
-    rows from ``branches.marks_on_insert``): true when always counted or the one copy of its fingerprint, stored or
-    in the same page (a NULL repository equals a NULL repository only); NULL otherwise. SQLite inserts row by row,
-    so the first of a page's copies sees no other yet."""
-    first_in_page = True if warehouse.engine.dialect.name == "sqlite" else None
+    rows from ``branches.marks_on_insert``): true when always counted or no copy of its fingerprint is stored (a
+    NULL repository equals a NULL repository only); NULL otherwise (no project: no copy outranks another by its
+    branch, and these copies are detected at the same time, the higher id later in the page). Each row sees the
+    page's rows before it as stored (SQLite inserts row by row)."""
+    first_in_page = True
     secret = finding_row_from_dict("secrets", {"id": "20", "ref": "dev", "ruleHashId": "h",
                                                "repository": {"name": "acme/api"}})
     warehouse.upsert_findings([
@@ -216,3 +216,36 @@ def test_new_copies_are_stored_marked_by_the_rule_before_any_recount(warehouse: 
     ])
     assert counted(warehouse) == {1: True, 2: first_in_page, 3: None, 4: True, 5: True, 6: True, 11: True, 19: True,
                                   7: None, 8: None, 9: True, 10: True, 12: first_in_page, 13: None, 14: True, 20: True}
+
+
+@pytest.mark.parametrize("primary", [{}, {"acme/api": "main", "acme/web": "dev"}])
+def test_both_dialects_store_the_same_marks_for_the_same_pages(
+        sqlite_engine, postgresql_engine, primary: dict[str, str]) -> None:
+    """The mark rule is one: SQLite's SQL (``branches.counted_on_insert``) and PostgreSQL's Python
+    (``branches.marks_on_insert``) store the same marks, true, false and NULL, page after page (with copies
+    changed in later pages, NULL repositories and ids in any order), and a recount then changes the same rows."""
+    import random
+
+    chance = random.Random(85)
+    branches = ("main", "dev", "feature/x")
+    rows = [copy(i, chance.choice(branches), chance.choice((0, 1, 1, 2, 5)), f"fp-{chance.randrange(9)}",
+                 repository=chance.choice(("acme/api", "acme/web", None)))
+            for i in range(1, 151)]
+    chance.shuffle(rows)
+    rows += [copy(i, "main", 0, f"fp-{i % 9}", repository="acme/api", status="fixed") for i in range(1, 151, 10)]
+    marks, recounted = [], []
+    for engine in (sqlite_engine, postgresql_engine):
+        warehouse = Warehouse(engine)
+        warehouse.create_all()
+        projects(warehouse, **primary)
+        stored_marks = []
+        for start in range(0, len(rows), 11):
+            warehouse.upsert_findings(rows[start:start + 11])
+            stored_marks.append(counted(warehouse))
+        with engine.begin() as conn:
+            recounted.append(recount(conn))
+        stored_marks.append(counted(warehouse))
+        marks.append(stored_marks)
+    assert marks[0] == marks[1]
+    assert recounted[0] == recounted[1]
+    assert {False, None} <= set(marks[0][-2].values())  # both cases occur before the recount

@@ -97,6 +97,24 @@ def test_raw_survives_the_bulk_path_byte_for_byte(warehouse, engine):
     assert warehouse.upsert_findings([row]) == 0
 
 
+def test_findings_copied_from_their_prepared_lines_are_stored_as_from_their_rows(warehouse, engine):
+    """The COPY text lines a worker process formats (``finding_copy_lines``) store the same values as the rows they
+    were formatted from: awkward text, NULLs, numbers; the marks and ``synced_at`` are the write's own."""
+    rows = [*finding_rows("sast", [msgspec.Raw(AWKWARD_RAW.encode())]),
+            finding(2, rule_message="tab\there\\ and\r\n", match_based_id=None), finding(3, match_based_id="m3")]
+    digests = [content_digest(row[-1]) for row in rows]
+    lines = upsert.finding_copy_lines(rows, digests)
+    assert warehouse.upsert_findings(rows, digests=digests, lines=lines) == 3
+    columns = (*FINDING_COLUMNS, "digest", "counted")
+    from_lines = stored(engine, findings, *columns)
+    with engine.begin() as conn:
+        conn.execute(findings.delete())
+    assert warehouse.upsert_findings(rows, digests=digests) == 3
+    assert from_lines == stored(engine, findings, *columns)
+    assert from_lines[0][FINDING_COLUMNS.index("raw")] == AWKWARD_RAW
+    assert warehouse.upsert_findings(rows, digests=digests, lines=lines) == 0
+
+
 def test_values_and_types_read_back(warehouse, engine):
     sca = {
         "id": 2**40,

@@ -51,6 +51,7 @@ from findings_provider.warehouse.branches import recount, store_projects
 from findings_provider.warehouse.indexes import deferred_on_first_load
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, finding_digests
 from findings_provider.warehouse.timestamps import utc_text
+from findings_provider.warehouse.upsert import finding_copy_lines
 
 if TYPE_CHECKING:
     from concurrent.futures.process import ProcessPoolExecutor
@@ -169,14 +170,19 @@ class _Page:
     digests: list[int]
     rejected: list[Rejection]
     received: int
+    #: The rows' COPY text lines (``finding_copy_lines``), when the worker process prepared the page for a
+    #: PostgreSQL warehouse; None otherwise.
+    lines: list[str] | None = None
 
 
-def _prepared(issue_type: str, items: Sequence[msgspec.Raw | bytes]) -> _Page:
-    """A page's items (each finding's bytes) as rows and digests: the work of a page besides its request and its
-    write (in the worker process, or in the fetch thread: ``_Preparer``)."""
+def _prepared(issue_type: str, items: Sequence[msgspec.Raw | bytes], copy_lines: bool = False) -> _Page:
+    """A page's items (each finding's bytes) as rows and digests, and with ``copy_lines`` their COPY text lines:
+    the work of a page besides its request and its write (in the worker process, or in the fetch thread:
+    ``_Preparer``)."""
     rejected: list[Rejection] = []
     rows = finding_rows(issue_type, items, rejected)
-    return _Page(rows, finding_digests(rows), rejected, len(items))
+    digests = finding_digests(rows)
+    return _Page(rows, digests, rejected, len(items), finding_copy_lines(rows, digests) if copy_lines else None)
 
 
 def _decode_processes() -> bool:
@@ -223,6 +229,10 @@ class _Preparer:
     findings it had not seen?) sends the next pages to the process or keeps them in the thread: a re-sync of
     unchanged findings prepares its pages in the thread, as the first two pages of every pull.
 
+    ``copy_lines`` (a PostgreSQL warehouse): the process formats each row's COPY text line too
+    (``finding_copy_lines``), so that the writer copies a new finding without formatting it; the thread does
+    not (most of what it prepares is not written).
+
     The process is forked when it is first needed, from the fetch thread (a spawned one would import the provider
     first, about a second); the child runs only ``_prepared`` (no logging, no I/O) and leaves by ``os._exit``,
     never touching the parent's connections; it leaves too when the task's process is gone (``_exit_with``). A child
@@ -230,8 +240,9 @@ class _Preparer:
     child.
     """
 
-    def __init__(self, issue_type: str, *, processes: bool | None = None) -> None:
+    def __init__(self, issue_type: str, *, processes: bool | None = None, copy_lines: bool = False) -> None:
         self.issue_type = issue_type
+        self.copy_lines = copy_lines
         #: Whether the pull writes most of what it reads (the pages then go to the process); unknown until the
         #: first page is written, while the second is prepared already.
         self.writes = False
@@ -250,7 +261,8 @@ class _Preparer:
 
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_exit_with, initargs=(os.getpid(),))
-        return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items]).result()
+        return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items],
+                                 self.copy_lines).result()
 
     def __enter__(self) -> _Preparer:
         return self
@@ -358,7 +370,7 @@ def _pull(
     latest: str,
 ) -> None:
     pages = _pages(client, issue_type, since, page_size)
-    with _Preparer(issue_type) as prepare:
+    with _Preparer(issue_type, copy_lines=warehouse.engine.dialect.name == "postgresql") as prepare:
         for page in _fetched_ahead(pages, prepare):
             fresh, written = _store_page(warehouse, issue_type, page, on_page, result, progress, latest)
             del page  # not held while the next page is awaited
@@ -380,10 +392,11 @@ def _store_page(
     written = 0
     result.requests += 1
     seen = progress.seen
-    fresh, digests = rows, page.digests
+    fresh, digests, lines = rows, page.digests, page.lines
     if any(row[_ID] in seen for row in rows):  # a result set that moves while paging repeats items
-        kept = [(row, digest) for row, digest in zip(rows, digests, strict=True) if row[_ID] not in seen]
-        fresh, digests = [row for row, _ in kept], [digest for _, digest in kept]
+        kept = [at for at, row in enumerate(rows) if row[_ID] not in seen]
+        fresh, digests = [rows[at] for at in kept], [digests[at] for at in kept]
+        lines = None if lines is None else [lines[at] for at in kept]
     result.pages += 1
     result.received += page.received
     result.duplicates += len(rows) - len(fresh)
@@ -398,7 +411,7 @@ def _store_page(
             newest = max((date for date in dates if date <= latest), default=None)
         if newest and (progress.newest is None or newest > progress.newest):
             progress.newest = newest
-        written = warehouse.upsert_findings(fresh, digests=digests)
+        written = warehouse.upsert_findings(fresh, digests=digests, lines=lines)
         result.written += written
     result.unique = len(progress.seen)
     log.info(

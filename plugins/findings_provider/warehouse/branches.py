@@ -29,11 +29,12 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import case, delete, false, func, insert, or_, select, true, tuple_, update
+from sqlalchemy import case, delete, false, func, insert, literal_column, or_, select, true, tuple_, update
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Connection
 
 from .schema import findings, projects
-from .timestamps import utc_datetime
+from .timestamps import utc_datetime, utc_text
 
 if TYPE_CHECKING:
     from findings_provider.client.models import Project
@@ -52,9 +53,9 @@ def is_counted() -> Any:
     return or_(findings.c.counted.is_(None), findings.c.counted == true())
 
 
-def _always_counted() -> Any:
-    return or_(findings.c.issue_type.in_(EVERY_BRANCH_TYPES), findings.c.match_based_id.is_(None),
-               findings.c.match_based_id == "")
+def _always_counted(issue_type: Any = findings.c.issue_type, match_based_id: Any = findings.c.match_based_id) -> Any:
+    """:func:`always_counted` in SQL, over ``findings`` or the given column expressions."""
+    return or_(issue_type.in_(EVERY_BRANCH_TYPES), match_based_id.is_(None), match_based_id == "")
 
 
 def _fingerprint() -> tuple[Any, Any, Any]:
@@ -101,8 +102,24 @@ Fingerprint = tuple[str, str | None, str | None]
 
 
 def always_counted(issue_type: str, match_based_id: str | None) -> bool:
-    """Whether every copy of such a finding is counted: a secret, or a finding without a fingerprint."""
+    """Whether every copy of such a finding is counted: a secret, or a finding without a fingerprint (NULL or
+    empty); the same test as ``_always_counted`` (SQL) and :func:`counted_on_insert`'s."""
     return issue_type in EVERY_BRANCH_TYPES or not match_based_id
+
+
+#: A copy's place in the ranking of its fingerprint's copies, compared as a tuple (the greater ranks before):
+#: on the project's primary branch, then detected later (NULL oldest), then the higher id: the recount's order.
+Rank = tuple[bool, bool, str, int]
+
+
+def rank(ref: str | None, relevant_since: str | None, ident: int, primary: str | None) -> Rank:
+    """A copy's :data:`Rank` (``relevant_since``: canonical UTC text; ``primary``: its project's primary branch)."""
+    return (primary is not None and ref == primary, relevant_since is not None, relevant_since or "", ident)
+
+
+#: What a new copy's mark depends on, per fingerprint (:func:`stored_copies`): whether a copy is stored, the
+#: :data:`Rank` of the best-ranked stored copy marked counted (None when none is), the project's primary branch.
+StoredCopies = tuple[bool, Rank | None, str | None]
 
 
 def counted_on_insert(target: str, issue_type: str, repository: str, match_based_id: str, ref: str,
@@ -110,17 +127,13 @@ def counted_on_insert(target: str, issue_type: str, repository: str, match_based
     """SQLite: the SQL of the ``counted`` mark a new finding row is inserted with (``.upsert``). SQLite inserts row
     by row, each seeing the ones inserted before it.
 
-    The rule of :func:`marks_on_insert`, and one more case a stored copy decides: false when the stored copy marked
-    counted ranks before the new one (primary branch, then detected later, then the higher id: the recount's
-    order). The pages of a pull arrive newest first and the extraction stores the projects before its pulls, so
-    most copies after the first of a fingerprint are stored false, and a first load leaves the recount the few
-    copies that take the count from a stored one. (PostgreSQL's ``COPY`` leaves those NULL: the recount ranks
-    them.)
+    The rule of :func:`marks_on_insert` (PostgreSQL's, in Python), in SQL: ``EVERY_BRANCH_TYPES`` and the
+    ranking of :func:`rank`.
 
     ``issue_type`` … ``ident``: the SQL of the new row's values; ``target``: the findings table as quoted.
     """
-    every_branch = ", ".join(f"'{kind}'" for kind in EVERY_BRANCH_TYPES)
-    always = f"{issue_type} IN ({every_branch}) OR {match_based_id} IS NULL OR {match_based_id} = ''"
+    always = _always_counted(literal_column(issue_type), literal_column(match_based_id)).compile(
+        dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
     # IS: NULL repositories are one partition of the recount's window; SQLite indexes IS
     same = (f"f.issue_type = {issue_type} AND f.match_based_id = {match_based_id} "
             f"AND f.repository_name IS {repository}")
@@ -136,25 +149,38 @@ def counted_on_insert(target: str, issue_type: str, repository: str, match_based
     return f"CASE WHEN {always} THEN 1 WHEN NOT {stored} THEN 1 WHEN {outranked} THEN 0 ELSE NULL END"
 
 
-def marks_on_insert(new: Sequence[Fingerprint], written: Mapping[Fingerprint, int],
-                    stored: Callable[[set[Fingerprint]], set[Fingerprint]]) -> list[bool | None]:
-    """The ``counted`` marks new finding rows are inserted with, in order of ``new`` (their fingerprints).
+def marks_on_insert(new: Sequence[tuple[Fingerprint, str | None, str | None, int]],
+                    stored: Callable[[set[Fingerprint]], Mapping[Fingerprint, StoredCopies]]) -> list[bool | None]:
+    """The ``counted`` marks new finding rows are inserted with, in order of ``new`` (each row's fingerprint,
+    ``ref``, ``relevant_since`` and id), each row seeing the ones before it as stored (as SQLite's row by row
+    ``INSERT``, :func:`counted_on_insert`):
 
-    True when the copy is always counted (:func:`always_counted`), or when it is the one copy of its fingerprint:
-    none other is stored, nor written in the same batch; what :func:`recount` would set. NULL (not marked yet)
-    otherwise, so that the next :func:`recount` ranks the copies. A first load then leaves the recount only the
-    fingerprints with several copies, instead of rewriting every row (and three indexes) to mark it.
+    - true when the copy is always counted (:func:`always_counted`) or no copy of its fingerprint is stored: what
+      :func:`recount` would set;
+    - false when the stored copy marked counted ranks before it (:func:`rank`): the recount would keep that one;
+    - NULL (not marked yet) otherwise, so that the next :func:`recount` ranks the copies.
 
-    ``written``: how many rows of the batch (new and changed ones) have each fingerprint; ``stored``: of the
-    fingerprints given, those with a stored copy (read before the batch is written; PostgreSQL:
-    :func:`stored_fingerprints`). SQLite computes it in SQL, row by row, with one case more (:func:`counted_on_insert`).
+    The pages of a pull arrive newest first and the extraction stores the projects before its pulls, so most
+    copies after the first of a fingerprint are stored false, and a first load leaves the recount only the few
+    copies that take the count from a stored one, instead of rewriting every row (and three indexes) to mark it.
+    ``stored``: of the fingerprints given, what is stored of each (:data:`StoredCopies`, read before the batch is
+    written; PostgreSQL: :func:`stored_copies`).
     """
-    # always_counted inlined: a call per row costs more than the test
-    always = [fp[0] in EVERY_BRANCH_TYPES or not fp[2] for fp in new]
-    alone = {fp for fp, kept in zip(new, always, strict=True) if not kept and written[fp] == 1}
-    found = stored(alone) if alone else set()
-    return [True if kept else True if fp in alone and fp not in found else None
-            for fp, kept in zip(new, always, strict=True)]
+    always = [always_counted(fp[0], fp[2]) for fp, *_ in new]
+    state = dict(stored({fp for (fp, *_), kept in zip(new, always, strict=True) if not kept}))
+    marks: list[bool | None] = []
+    for (fp, ref, since, ident), kept in zip(new, always, strict=True):
+        if kept:
+            marks.append(True)
+            continue
+        is_stored, best, primary = state[fp]
+        mine = rank(ref, since, ident, primary)
+        if not is_stored:
+            marks.append(True)
+            state[fp] = (True, mine, primary)
+        else:
+            marks.append(False if best is not None and best > mine else None)
+    return marks
 
 
 def _text_array(values: Iterable[str | None]) -> str:
@@ -162,20 +188,27 @@ def _text_array(values: Iterable[str | None]) -> str:
     return "{" + ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
-def stored_fingerprints(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> set[Fingerprint]:
-    """PostgreSQL: of ``fingerprints``, those with a stored copy in ``target`` (the findings table as quoted).
+def stored_copies(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> dict[Fingerprint, StoredCopies]:
+    """PostgreSQL: what :func:`marks_on_insert` needs of each of ``fingerprints`` in ``target`` (the findings table
+    as quoted): whether a copy is stored, the best-ranked stored copy marked counted, the primary branch.
 
-    One query per issue type; each fingerprint is one probe of ``ix_findings_fingerprint`` (a correlated
-    ``EXISTS``, kept from becoming a join by its ``OFFSET 0``: whatever the table's statistics, as during a first
-    load, the plan stays a probe per fingerprint). A NULL repository is probed by ``IS NULL``.
+    One query per issue type; each fingerprint is one probe of ``ix_findings_fingerprint`` (a ``LATERAL`` subquery
+    with ``LIMIT 1``: whatever the table's statistics, as during a first load, the plan stays a probe per
+    fingerprint), which orders the fingerprint's copies counted first, then by :func:`rank`'s order. A NULL
+    repository is probed by ``IS NULL`` (and has no project).
     """
-    found: set[Fingerprint] = set()
-    probe = ("EXISTS (SELECT FROM {target} AS f WHERE f.issue_type = %(type)s AND f.repository_name {repository} "
-             "AND f.match_based_id = p.m OFFSET 0)")
-    sql = (f"SELECT p.r, p.m FROM unnest(CAST(%(repos)s AS text[]), CAST(%(ids)s AS text[])) AS p(r, m) "
-           f"WHERE {probe.format(target=target, repository='= p.r')} "
-           f"UNION ALL SELECT NULL, p.m FROM unnest(CAST(%(unnamed)s AS text[])) AS p(m) "
-           f"WHERE {probe.format(target=target, repository='IS NULL')}")
+    found: dict[Fingerprint, StoredCopies] = {}
+    probe = ("LEFT JOIN LATERAL (SELECT f.ref, f.relevant_since, f.id, f.counted IS TRUE AS counted FROM {target} AS f "
+             "WHERE f.issue_type = %(type)s AND f.repository_name {repository} AND f.match_based_id = p.m "
+             "ORDER BY f.counted IS TRUE DESC, (f.ref = p.b) IS TRUE DESC, f.relevant_since DESC NULLS LAST, "
+             "f.id DESC LIMIT 1) AS c ON true")
+    sql = (f"SELECT p.r, p.m, p.b, c.id IS NOT NULL, c.counted, c.ref, c.relevant_since, c.id FROM "
+           f"(SELECT q.r, q.m, (SELECT primary_branch FROM {projects.name} WHERE name = q.r) AS b FROM "
+           f"unnest(CAST(%(repos)s AS text[]), CAST(%(ids)s AS text[])) AS q(r, m)) AS p "
+           f"{probe.format(target=target, repository='= p.r')} "
+           f"UNION ALL SELECT NULL, p.m, NULL, c.id IS NOT NULL, c.counted, c.ref, c.relevant_since, c.id FROM "
+           f"(SELECT q.m, CAST(NULL AS text) AS b FROM unnest(CAST(%(unnamed)s AS text[])) AS q(m)) AS p "
+           f"{probe.format(target=target, repository='IS NULL')}")
     by_type: dict[str, list[Fingerprint]] = {}
     for fp in fingerprints:
         by_type.setdefault(fp[0], []).append(fp)
@@ -184,7 +217,9 @@ def stored_fingerprints(cursor: Any, target: str, fingerprints: set[Fingerprint]
         cursor.execute(sql, {"type": issue_type, "repos": _text_array(fp[1] for fp in named),
                              "ids": _text_array(fp[2] for fp in named),
                              "unnamed": _text_array(fp[2] for fp in group if fp[1] is None)})
-        found.update((issue_type, repository, match_based_id) for repository, match_based_id in cursor.fetchall())
+        for repository, match_based_id, primary, is_stored, counted, ref, since, ident in cursor.fetchall():
+            best = rank(ref, utc_text(since), ident, primary) if counted else None
+            found[(issue_type, repository, match_based_id)] = (is_stored, best, primary)
     return found
 
 

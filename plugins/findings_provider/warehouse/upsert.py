@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby
 from operator import itemgetter
@@ -41,7 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .branches import Fingerprint, counted_on_insert, marks_on_insert, stored_fingerprints
+from .branches import Fingerprint, counted_on_insert, marks_on_insert, stored_copies
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -64,6 +63,7 @@ RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: SQLSTATEs of a server that is shutting down or starting up (admin_shutdown, crash_shutdown, cannot_connect_now).
 _SHUTDOWN_CODES = ("57P01", "57P02", "57P03")
 _ISSUE_TYPE, _ID = FINDING_COLUMNS.index("issue_type"), FINDING_COLUMNS.index("id")
+_REF, _RELEVANT_SINCE = FINDING_COLUMNS.index("ref"), FINDING_COLUMNS.index("relevant_since")
 #: A ``FINDING_COLUMNS`` row's fingerprint (``branches.Fingerprint``).
 _FINGERPRINT: Callable[[Row], Fingerprint] = itemgetter(*(FINDING_COLUMNS.index(c) for c in (
     "issue_type", "repository_name", "match_based_id")))
@@ -94,7 +94,8 @@ class BulkUpserter:
 
     # --- bulk upserts -----------------------------------------------------------------------------
 
-    def upsert_findings(self, rows: Sequence[Row], *, digests: Sequence[int] | None = None) -> int:
+    def upsert_findings(self, rows: Sequence[Row], *, digests: Sequence[int] | None = None,
+                        lines: Sequence[str] | None = None) -> int:
         """Insert or update findings (``FINDING_COLUMNS`` tuples) in one transaction; return rows written (new ones,
         changed ones, and stored ones without a digest yet).
 
@@ -102,7 +103,8 @@ class BulkUpserter:
         docstring). In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
         ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`). ``digests``: the rows'
         :func:`.rows.finding_digests`, when the caller has them already (the extraction computes them beside
-        the rows, in its worker process).
+        the rows, in its worker process); ``lines``: with them, the rows' :func:`finding_copy_lines` (PostgreSQL
+        copies a new row's line instead of formatting the row; SQLite ignores them).
         """
         if digests is None:
             digests = finding_digests(rows)
@@ -112,13 +114,15 @@ class BulkUpserter:
         unique = [rows[i] for i in at]
         digests = [digests[i] for i in at]
         now = utc_now_text()
+        postgres = self.engine.dialect.name == "postgresql"
+        texts = [lines[i] for i in at] if postgres and lines is not None else None
 
         def write() -> int:
             with self.engine.begin() as conn:
                 cursor = conn.connection.cursor()
                 try:
-                    if conn.dialect.name == "postgresql":
-                        return self._postgresql_findings(conn, cursor, unique, digests, now)
+                    if postgres:
+                        return self._postgresql_findings(conn, cursor, unique, digests, now, texts)
                     return self._sqlite_findings(conn, cursor, unique, digests, now)
                 finally:
                     cursor.close()
@@ -184,7 +188,7 @@ class BulkUpserter:
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
         stored = _stored_digests(cursor, lookup, unique, lambda kind, ids: (kind, orjson.dumps(ids).decode()))
-        new, changed = _to_write(unique, digests, stored, now)
+        new, changed, _ = _to_write(unique, digests, stored, now)
         written = 0
         if new:
             cursor.executemany(insert, new)
@@ -199,7 +203,8 @@ class BulkUpserter:
         return written
 
     def _postgresql_findings(
-        self, conn: Connection, cursor: Any, unique: list[Row], digests: list[int], now: str
+        self, conn: Connection, cursor: Any, unique: list[Row], digests: list[int], now: str,
+        texts: list[str] | None,
     ) -> int:
         """PostgreSQL: the new findings copied straight into ``findings`` with their ``counted`` marks; the changed
         ones copied into the staging table, their history recorded, then merged; nothing more when every finding
@@ -208,24 +213,28 @@ class BulkUpserter:
         Findings upserts take ``FINDINGS_UPSERT_LOCK`` before the lookup of the stored digests, so they run one at
         a time (as SQLite's ``BEGIN IMMEDIATE``): no other upsert can store one of the page's new findings, or a
         copy of their fingerprints, between the lookup and the ``COPY``. A new row has no stored counterpart, hence
-        no history and no conflict to resolve.
+        no history and no conflict to resolve. ``texts``: the rows' :func:`finding_copy_lines`, if given; a new
+        row is then copied as its line and the per-write fields (``synced_at``, ``counted``), not formatted here.
         """
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
         stored = _stored_digests(cursor, lookup, unique, _id_array_params)
-        new, changed = _to_write(unique, digests, stored, None)
+        new, changed, new_at = _to_write(unique, digests, stored, None)
         if not new and not changed:
             return 0
         written = 0
         if new:
             target = _target(conn, findings)
-            fingerprints = list(map(_FINGERPRINT, new))
-            written_copies = Counter(fingerprints)
-            written_copies.update(map(_FINGERPRINT, changed))
-            marks = marks_on_insert(fingerprints, written_copies,
-                                    lambda alone: stored_fingerprints(cursor, target, alone))
-            rows = [(*row, now, mark) for row, mark in zip(new, marks, strict=True)]
-            cursor.copy_expert(copy_new, _CopyStream(rows))
+            marks = marks_on_insert([(_FINGERPRINT(row), row[_REF], row[_RELEVANT_SINCE], row[_ID]) for row in new],
+                                    lambda fingerprints: stored_copies(cursor, target, fingerprints))
+            if texts is None:
+                rows = [(*row, now, mark) for row, mark in zip(new, marks, strict=True)]
+                cursor.copy_expert(copy_new, _CopyStream(rows))
+            else:
+                ends = {mark: f"\t{now}\t{_COPY_MARKS[mark]}\n" for mark in (True, False, None)}
+                cursor.copy_expert(copy_new, _CopyStream(
+                    [(texts[at], mark) for at, mark in zip(new_at, marks, strict=True)],
+                    lambda chunk: "".join([line + ends[mark] for line, mark in chunk])))
             written += len(new)
         if changed:
             cursor.execute(create_stage)
@@ -310,20 +319,23 @@ def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
 
 def _to_write(
     unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None], now: str | None
-) -> tuple[list[Row], list[Row]]:
+) -> tuple[list[Row], list[Row], list[int]]:
     """The findings to write, new and changed (a digest differs, or none is stored), each extended by its digest
-    (and ``now``, the ``synced_at`` of the SQLite statements, unless None)."""
+    (and ``now``, the ``synced_at`` of the SQLite statements, unless None); and the positions of the new ones in
+    ``unique``."""
     tail: tuple[Any, ...] = () if now is None else (now,)
     new: list[Row] = []
     changed: list[Row] = []
+    new_at: list[int] = []
     missing = object()
-    for row, digest in zip(unique, digests, strict=True):
+    for at, (row, digest) in enumerate(zip(unique, digests, strict=True)):
         before = stored.get((row[_ISSUE_TYPE], row[_ID]), missing)
         if before is missing:
             new.append((*row, digest, *tail))
+            new_at.append(at)
         elif before != digest:
             changed.append((*row, digest, *tail))
-    return new, changed
+    return new, changed, new_at
 
 
 def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
@@ -393,27 +405,46 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
 _COPY_CHUNK = 200
 
 
-class _CopyStream:
-    """The COPY text of ``rows`` as a file for ``copy_expert``, formatted (:func:`_copy_text`) ``_COPY_CHUNK`` rows
-    per read as the driver reads it: the server parses and inserts the first rows while the next are formatted
-    (the driver releases the GIL while it sends), and the page's text is never held whole."""
+#: A ``counted`` mark in the COPY text format.
+_COPY_MARKS = {True: "t", False: "f", None: "\\N"}
 
-    def __init__(self, rows: Sequence[Row]) -> None:
+
+class _CopyStream:
+    """The COPY text of ``rows`` as a file for ``copy_expert``, formatted by ``text`` (by default
+    :func:`_copy_text`; or the ending of lines formatted already) ``_COPY_CHUNK`` rows per read as the driver reads
+    it: the server parses and inserts the first rows while the next are formatted (the driver releases the GIL
+    while it sends), and the page's text is never held whole."""
+
+    def __init__(self, rows: Sequence[Any], text: Callable[[Sequence[Any]], str] | None = None) -> None:
         self._rows = rows
+        self._text = _copy_text if text is None else text
         self._at = 0
 
     def read(self, size: int = -1) -> str:  # psycopg2 sends whatever one read returns
         start = self._at
         self._at = start + _COPY_CHUNK
-        return _copy_text(self._rows[start : self._at]) if start < len(self._rows) else ""
+        return self._text(self._rows[start : self._at]) if start < len(self._rows) else ""
 
 
-def _copy_text(rows: Iterable[Row]) -> str:
-    """Rows in PostgreSQL's COPY text format: NULL as ``\\N``, a text with a backslash, tab or line break escaped
-    (most have none: no call), any other value as ``str`` gives it. One expression, no call per value (the call
-    would cost more than the work of most values)."""
-    return "".join(["\t".join([
+def _copy_lines(rows: Iterable[Row]) -> list[str]:
+    """Rows in PostgreSQL's COPY text format, one line each without its line break: NULL as ``\\N``, a text with a
+    backslash, tab or line break escaped (most have none: no call), any other value as ``str`` gives it. One
+    expression, no call per value (the call would cost more than the work of most values)."""
+    return ["\t".join([
         (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
          if "\\" in value or "\t" in value or "\n" in value or "\r" in value else value)
         if value.__class__ is str else "\\N" if value is None else str(value)
-        for value in row]) + "\n" for row in rows])
+        for value in row]) for row in rows]
+
+
+def _copy_text(rows: Iterable[Row]) -> str:
+    """Rows in PostgreSQL's COPY text format (:func:`_copy_lines`, each line ended)."""
+    lines = _copy_lines(rows)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def finding_copy_lines(rows: Sequence[Row], digests: Sequence[int]) -> list[str]:
+    """The COPY text line of each finding row (``FINDING_COLUMNS``) followed by its digest, without the fields a
+    write adds (``synced_at``, ``counted``) or the line break: what a PostgreSQL upsert copies of a new finding
+    (``upsert_findings``'s ``lines``; the extraction's worker process formats them beside the rows)."""
+    return _copy_lines((*row, digest) for row, digest in zip(rows, digests, strict=True))
