@@ -21,7 +21,7 @@ def page(*findings: dict) -> types.SimpleNamespace:
     return types.SimpleNamespace(items=[orjson.dumps(body) for body in findings])
 
 
-def test_pages_after_the_first_are_prepared_in_a_worker_process_alike() -> None:
+def test_pages_are_prepared_in_a_worker_process_alike_once_the_pull_writes() -> None:
     pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 50))) for start in (1, 51, 101)]
     pages[2].items[3] = orjson.dumps({**finding(104, minutes_ago=1), "rule_name": "a\x00b"})
     with extraction._Preparer("sast", processes=True) as prepare:

@@ -248,11 +248,9 @@ class _Preparer:
         self.writes = False
         self._processes = _decode_processes() if processes is None else processes
         self._pool: ProcessPoolExecutor | None = None
-        self._pages = 0
 
     def __call__(self, page: Any) -> _Page:
         items = page.items
-        self._pages += 1
         if not self._processes or not self.writes:
             return _prepared(self.issue_type, items)
         if self._pool is None:
