@@ -47,7 +47,6 @@ from urllib.parse import urlsplit
 import msgspec
 from common import peak_rss_mb, reset_sqlite, write_json
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
-from findings_provider.warehouse.indexes import SQLITE_BUILD_MMAP_BYTES
 from pulled import ISSUE_TYPES
 
 VARIANTS = ("schema", "indexes_after", "no_secondary", "unkeyed", "integer_key", "without_rowid", "minimal",
@@ -300,14 +299,12 @@ def load(variant: str, args: argparse.Namespace) -> dict[str, Any]:
             execute("COMMIT")
             total += len(rows)
     index_s = 0.0
-    if after:  # as the product builds them (warehouse.indexes.build_missing), the file memory-mapped meanwhile
+    if after:  # as the product builds them (warehouse.indexes.build_missing): one transaction each
         index_started = time.perf_counter()
-        execute(f"PRAGMA mmap_size = {SQLITE_BUILD_MMAP_BYTES}")
         for statement in after:
             execute("BEGIN")
             execute(statement)
             execute("COMMIT")
-        execute("PRAGMA mmap_size = 0")
         index_s = time.perf_counter() - index_started
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     stored = conn.execute("SELECT count(*) FROM findings").fetchone()[0]
