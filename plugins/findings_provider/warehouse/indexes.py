@@ -94,7 +94,7 @@ def build_missing(engine: Engine) -> list[str]:
             return []
         conn.rollback()
         # no memory map of the file for the build: its mapped pages would count in the task's resident memory
-        # (about the file's size), for about a third less time per build
+        # (about the file's size)
         for index in missing:
             with conn.begin():
                 lock_schema(conn)
