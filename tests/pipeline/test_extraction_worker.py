@@ -51,8 +51,12 @@ def test_the_worker_formats_the_copy_lines_of_a_postgresql_warehouse() -> None:
         later = prepare(pages[1])
         assert prepare._pool is not None
     assert first.lines is None  # prepared in the thread: most of such a page may not be written
-    assert later.lines == upsert.finding_copy_lines(later.rows, later.digests)
-    raw = later.rows[3][-1]  # raw is the last column, the digest follows it
+    full = extraction._prepared("sast", pages[1].items)
+    assert later.digests == full.digests
+    assert later.lines == upsert.finding_copy_lines(full.rows, full.digests)
+    # the rows come back without raw, their last column: the lines carry it
+    assert later.rows == [row[:-1] for row in full.rows]
+    raw = full.rows[3][-1]
     assert "\\" in raw
     assert later.lines[3].split("\t")[-2] == raw.replace("\\", "\\\\")
 

@@ -97,22 +97,55 @@ def test_raw_survives_the_bulk_path_byte_for_byte(warehouse, engine):
     assert warehouse.upsert_findings([row]) == 0
 
 
-def test_findings_copied_from_their_prepared_lines_are_stored_as_from_their_rows(warehouse, engine):
-    """The COPY text lines a worker process formats (``finding_copy_lines``) store the same values as the rows they
-    were formatted from: awkward text, NULLs, numbers; the marks and ``synced_at`` are the write's own."""
-    rows = [*finding_rows("sast", [msgspec.Raw(AWKWARD_RAW.encode())]),
-            finding(2, rule_message="tab\there\\ and\r\n", match_based_id=None), finding(3, match_based_id="m3")]
+def _prepared(rows: list[Any]) -> tuple[list[Any], list[int], list[str]]:
+    """``rows`` as the extraction's worker process returns them for a PostgreSQL warehouse: without ``raw`` (their
+    last column), with their digests and their COPY text lines."""
     digests = [content_digest(row[-1]) for row in rows]
-    lines = upsert.finding_copy_lines(rows, digests)
-    assert warehouse.upsert_findings(rows, digests=digests, lines=lines) == 3
+    return [row[:-1] for row in rows], digests, upsert.finding_copy_lines(rows, digests)
+
+
+def test_findings_copied_from_their_prepared_lines_are_stored_as_from_their_rows(postgresql_engine):
+    """The COPY text lines a worker process formats (``finding_copy_lines``) store the same values as the rows they
+    were formatted from, new and changed findings alike, with rows that leave out ``raw`` (the lines carry it):
+    awkward text, NULLs, numbers; the marks, ``synced_at`` and the history are the write's own."""
+    engine = postgresql_engine
+    warehouse = Warehouse(engine)
+    warehouse.create_all()
+    first = [*finding_rows("sast", [msgspec.Raw(AWKWARD_RAW.encode())]),
+             finding(2, rule_message="tab\there\\ and\r\n", match_based_id=None), finding(3, match_based_id="m3")]
+    second = [first[0], finding(2, rule_name="changed\ttab", match_based_id=None, status="fixed"),
+              finding(4, match_based_id="m3")]
     columns = (*FINDING_COLUMNS, "digest", "counted")
-    from_lines = stored(engine, findings, *columns)
-    with engine.begin() as conn:
-        conn.execute(findings.delete())
-    assert warehouse.upsert_findings(rows, digests=digests) == 3
-    assert from_lines == stored(engine, findings, *columns)
+    stores = []
+    for with_lines in (True, False):
+        with engine.begin() as conn:
+            conn.execute(findings.delete())
+            conn.execute(text("DELETE FROM finding_events"))
+        for rows in (first, second):
+            short, digests, lines = _prepared(rows)
+            written = (warehouse.upsert_findings(short, digests=digests, lines=lines) if with_lines
+                       else warehouse.upsert_findings(rows, digests=digests))
+            assert written == (3 if rows is first else 2)
+        with engine.connect() as conn:
+            events = conn.execute(text("SELECT finding_id, field, old_value, new_value FROM finding_events "
+                                       "ORDER BY finding_id, field")).all()
+        stores.append((stored(engine, findings, *columns), events))
+    assert stores[0] == stores[1]
+    from_lines, events = stores[0]
     assert from_lines[0][FINDING_COLUMNS.index("raw")] == AWKWARD_RAW
-    assert warehouse.upsert_findings(rows, digests=digests, lines=lines) == 0
+    assert from_lines[1][FINDING_COLUMNS.index("rule_name")] == "changed\ttab"
+    assert ("2", "status", "open", "fixed") in [tuple(map(str, event)) for event in events]
+    short, digests, lines = _prepared(second)
+    assert warehouse.upsert_findings(short, digests=digests, lines=lines) == 0
+
+
+def test_copy_lines_are_refused_by_a_sqlite_warehouse(sqlite_engine):
+    warehouse = Warehouse(sqlite_engine)
+    warehouse.create_all()
+    short, digests, lines = _prepared([finding(1)])
+    with pytest.raises(ValueError, match="lines are COPY text for a PostgreSQL warehouse"):
+        warehouse.upsert_findings(short, digests=digests, lines=lines)
+    assert stored(sqlite_engine, findings, "id") == []
 
 
 def test_values_and_types_read_back(warehouse, engine):

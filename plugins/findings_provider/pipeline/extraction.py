@@ -77,6 +77,8 @@ REJECTED_SAMPLE = 10
 
 _ID = FINDING_COLUMNS.index("id")
 _RELEVANT_SINCE = FINDING_COLUMNS.index("relevant_since")
+#: ``raw``, the last of ``FINDING_COLUMNS``: a row prepared with its COPY text line ends before it.
+_RAW = FINDING_COLUMNS.index("raw")
 
 
 def watermark_key(issue_type: str) -> str:
@@ -171,7 +173,8 @@ class _Page:
     rejected: list[Rejection]
     received: int
     #: The rows' COPY text lines (``finding_copy_lines``), when the worker process prepared the page for a
-    #: PostgreSQL warehouse; None otherwise.
+    #: PostgreSQL warehouse; None otherwise. With them, the rows leave out their last column, ``raw``: the lines
+    #: carry it, and every write of the page's findings copies the lines.
     lines: list[str] | None = None
 
 
@@ -182,7 +185,11 @@ def _prepared(issue_type: str, items: Sequence[msgspec.Raw | bytes], copy_lines:
     rejected: list[Rejection] = []
     rows = finding_rows(issue_type, items, rejected)
     digests = finding_digests(rows)
-    return _Page(rows, digests, rejected, len(items), finding_copy_lines(rows, digests) if copy_lines else None)
+    if not copy_lines:
+        return _Page(rows, digests, rejected, len(items))
+    lines = finding_copy_lines(rows, digests)
+    # the lines carry each row's raw JSON (most of a row's size): the rows go back without it, not twice
+    return _Page([row[:_RAW] for row in rows], digests, rejected, len(items), lines)
 
 
 def _decode_processes() -> bool:

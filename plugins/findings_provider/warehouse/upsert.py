@@ -103,9 +103,13 @@ class BulkUpserter:
         docstring). In the same transaction, every change of a stored finding's ``HISTORY_FIELDS`` is recorded in
         ``finding_events`` as observed now by ``self.run_id`` (see :mod:`.history`). ``digests``: the rows'
         :func:`.rows.finding_digests`, when the caller has them already (the extraction computes them beside
-        the rows, in its worker process); ``lines``: with them, the rows' :func:`finding_copy_lines` (PostgreSQL
-        copies a new row's line instead of formatting the row; SQLite ignores them).
+        the rows, in its worker process); ``lines``: with them, the rows' :func:`finding_copy_lines`, for a
+        PostgreSQL warehouse only: every row written is copied as its line (not formatted here), and the rows may
+        leave out their last column, ``raw``, which the lines carry.
         """
+        postgres = self.engine.dialect.name == "postgresql"
+        if lines is not None and (not postgres or digests is None):
+            raise ValueError("upsert_findings: lines are COPY text for a PostgreSQL warehouse, given with the digests")
         if digests is None:
             digests = finding_digests(rows)
         at = _unique_at(findings, FINDING_COLUMNS, rows)
@@ -114,8 +118,7 @@ class BulkUpserter:
         unique = [rows[i] for i in at]
         digests = [digests[i] for i in at]
         now = utc_now_text()
-        postgres = self.engine.dialect.name == "postgresql"
-        texts = [lines[i] for i in at] if postgres and lines is not None else None
+        texts = None if lines is None else [lines[i] for i in at]
 
         def write() -> int:
             with self.engine.begin() as conn:
@@ -188,7 +191,7 @@ class BulkUpserter:
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
         stored = _stored_digests(cursor, lookup, unique, lambda kind, ids: (kind, orjson.dumps(ids).decode()))
-        new, changed, _ = _to_write(unique, digests, stored, now)
+        new, changed, _, _ = _to_write(unique, digests, stored, now)
         written = 0
         if new:
             cursor.executemany(insert, new)
@@ -213,13 +216,14 @@ class BulkUpserter:
         Findings upserts take ``FINDINGS_UPSERT_LOCK`` before the lookup of the stored digests, so they run one at
         a time (as SQLite's ``BEGIN IMMEDIATE``): no other upsert can store one of the page's new findings, or a
         copy of their fingerprints, between the lookup and the ``COPY``. A new row has no stored counterpart, hence
-        no history and no conflict to resolve. ``texts``: the rows' :func:`finding_copy_lines`, if given; a new
-        row is then copied as its line and the per-write fields (``synced_at``, ``counted``), not formatted here.
+        no history and no conflict to resolve. ``texts``: the rows' :func:`finding_copy_lines`, if given; each
+        row written is then copied as its line (a new one with the per-write fields, ``synced_at`` and
+        ``counted``), not formatted here.
         """
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
         stored = _stored_digests(cursor, lookup, unique, _id_array_params)
-        new, changed, new_at = _to_write(unique, digests, stored, None)
+        new, changed, new_at, changed_at = _to_write(unique, digests, stored, None)
         if not new and not changed:
             return 0
         written = 0
@@ -238,7 +242,8 @@ class BulkUpserter:
             written += len(new)
         if changed:
             cursor.execute(create_stage)
-            cursor.copy_expert(copy, _CopyStream(changed))
+            cursor.copy_expert(copy, _CopyStream(changed) if texts is None else _CopyStream(
+                [texts[at] for at in changed_at], lambda chunk: "".join([line + "\n" for line in chunk])))
             cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
             cursor.execute(merge, (now,))
             written += int(cursor.rowcount)
@@ -319,14 +324,15 @@ def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
 
 def _to_write(
     unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None], now: str | None
-) -> tuple[list[Row], list[Row], list[int]]:
+) -> tuple[list[Row], list[Row], list[int], list[int]]:
     """The findings to write, new and changed (a digest differs, or none is stored), each extended by its digest
-    (and ``now``, the ``synced_at`` of the SQLite statements, unless None); and the positions of the new ones in
-    ``unique``."""
+    (and ``now``, the ``synced_at`` of the SQLite statements, unless None); and the positions in ``unique`` of the
+    new ones and of the changed ones."""
     tail: tuple[Any, ...] = () if now is None else (now,)
     new: list[Row] = []
     changed: list[Row] = []
     new_at: list[int] = []
+    changed_at: list[int] = []
     missing = object()
     for at, (row, digest) in enumerate(zip(unique, digests, strict=True)):
         before = stored.get((row[_ISSUE_TYPE], row[_ID]), missing)
@@ -335,7 +341,8 @@ def _to_write(
             new_at.append(at)
         elif before != digest:
             changed.append((*row, digest, *tail))
-    return new, changed, new_at
+            changed_at.append(at)
+    return new, changed, new_at, changed_at
 
 
 def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
