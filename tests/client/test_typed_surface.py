@@ -50,3 +50,22 @@ def test_the_async_surface_has_every_operation_with_its_result_awaitable() -> No
         else:
             assert inspect.iscoroutinefunction(async_func), name
             assert async_hints["return"] == sync_hints["return"], name
+
+
+def test_the_package_exports_each_name_once_from_the_module_that_defines_it() -> None:
+    """``findings_provider.client`` names its exports three times: the type checker's imports, the lazy loader's
+    ``_EXPORTS`` and ``__all__``. They must agree, and each name must load the object its module defines."""
+    import ast
+    import importlib
+
+    import findings_provider.client as package
+
+    tree = ast.parse(inspect.getsource(package))
+    (checking,) = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    typed = {alias.name: str(node.module).rpartition(".")[2]
+             for node in checking.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert typed == package._EXPORTS
+    assert sorted(package.__all__) == sorted(package._EXPORTS)
+    assert len(package.__all__) == len(set(package.__all__))
+    for name, module in package._EXPORTS.items():
+        assert getattr(package, name) is getattr(importlib.import_module(f"{package.__name__}.{module}"), name)

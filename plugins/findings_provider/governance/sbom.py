@@ -26,6 +26,7 @@ from sqlalchemy import delete, insert, select
 
 from findings_provider.client import FindingsApiError
 from findings_provider.client.vocabulary import SbomExportStatus, UnknownSbomExportStatusError
+from findings_provider.config.models import SbomConfig
 from findings_provider.governance.common import model_json
 from findings_provider.warehouse.schema import dependency_repositories, sbom_components, sboms
 from findings_provider.warehouse.timestamps import utc_now_text
@@ -39,10 +40,10 @@ log = logging.getLogger(__name__)
 
 #: Job statuses as stored (``sboms.status``); ``in_progress`` is never stored.
 IN_PROGRESS, COMPLETED, FAILED, TIMEOUT = "in_progress", "completed", "failed", "timeout"
-#: Seconds before the first poll, the most between two polls, and the whole wait, unless told otherwise.
-DEFAULT_POLL_INTERVAL = 5.0
-DEFAULT_MAX_POLL_INTERVAL = 60.0
-DEFAULT_TIMEOUT = 3600.0
+#: Seconds before the first poll and the most between two polls, unless told otherwise: the defaults of
+#: pipeline.yaml's ``dependency_inventory.sbom`` (``SbomConfig``).
+DEFAULT_POLL_INTERVAL = SbomConfig.model_fields["poll_interval"].default
+DEFAULT_MAX_POLL_INTERVAL = SbomConfig.model_fields["max_poll_interval"].default
 #: Consecutive polling rounds that may fail with an error a later poll could fix before the wait gives up.
 MAX_TRANSIENT_FAILURES = 5
 #: ``sboms`` rows kept per repository (older ones, with their documents, are deleted when a new one is stored).
