@@ -2,7 +2,8 @@
 
 Pulls every sast and sca page (3000 items) from the page server (``page_server.py``; ``http.client``, one keep-alive
 connection) and inserts the findings into an empty SQLite file, one transaction per page, with the product's
-SQLite settings (WAL, ``synchronous=NORMAL``). As in the product, a thread fetches and decodes page k+1 while page
+SQLite settings (``warehouse.url.apply_sqlite_settings``: its page size, WAL, ``synchronous=NORMAL``, its WAL
+checkpoints). As in the product, a thread fetches and decodes page k+1 while page
 k is written (one page ahead). Decoding: one typed ``msgspec`` struct per finding with only the columns' keys,
 ``raw`` the finding's bytes sliced out of the page. No upsert (plain ``INSERT`` into an empty table), no history
 trigger, no checks: the fastest way to load the same rows. Variants (``--variants``, each a full pull into a fresh
@@ -13,7 +14,7 @@ file):
   column filled with the product's values (``--check`` compares them with a warehouse the product loaded);
 - ``indexes_after``: the same table with its primary key, the secondary indexes created after the last page
   (that time included), built as the product's first load builds them (``warehouse.indexes.build_missing``:
-  each in a transaction of its own, the file memory-mapped while they are built);
+  each in a transaction of its own);
 - ``no_secondary``: the same table and key, no secondary index at all (what the secondary indexes cost);
 - ``unkeyed``: the same columns, no key and no index (rows appended): with ``no_secondary``, what the composite
   key's index costs;
@@ -47,6 +48,7 @@ from urllib.parse import urlsplit
 import msgspec
 from common import peak_rss_mb, reset_sqlite, write_json
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
+from findings_provider.warehouse.url import apply_sqlite_settings
 from pulled import ISSUE_TYPES
 
 VARIANTS = ("schema", "indexes_after", "no_secondary", "unkeyed", "integer_key", "without_rowid", "minimal",
@@ -282,8 +284,7 @@ def load(variant: str, args: argparse.Namespace) -> dict[str, Any]:
     before, insert, after, build = setup(variant)
     reset_sqlite(args.database_path)
     conn = sqlite3.connect(args.database_path, isolation_level=None)
-    for pragma in ("journal_mode = WAL", "synchronous = NORMAL"):  # the product's settings (warehouse/url.py)
-        conn.execute(f"PRAGMA {pragma}")
+    apply_sqlite_settings(conn)  # the product's settings: page size, WAL, synchronous, checkpoints
     for statement in before:
         conn.execute(statement)
     now = datetime.now(timezone.utc).isoformat(" ", "microseconds")

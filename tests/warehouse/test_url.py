@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from airflow.models.connection import Connection
 from findings_provider.warehouse import make_engine, url_from_connection
@@ -87,18 +89,31 @@ def test_unusable_connections_are_explained(conn_type, message):
         url_from_connection(conn_type)
 
 
-def test_sqlite_engine_settings(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'w.db'}")
+def _sqlite_settings(path) -> dict[str, object]:
+    engine = make_engine(f"sqlite:///{path}")
     try:
         with engine.connect() as conn:
-            pragmas = {
+            return {
                 p: conn.exec_driver_sql(f"PRAGMA {p}").scalar()
-                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys", "wal_autocheckpoint")
+                for p in ("journal_mode", "synchronous", "busy_timeout", "foreign_keys", "wal_autocheckpoint",
+                          "page_size")
             }
     finally:
         engine.dispose()
-    assert pragmas == {"journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1,
-                       "wal_autocheckpoint": 16384}
+
+
+def test_sqlite_engine_settings(tmp_path):
+    """A new file gets 16 KB pages and a WAL checkpointed at 64 MB (in its pages); a file made earlier with another
+    page size keeps it, its checkpoint at the same 64 MB."""
+    assert _sqlite_settings(tmp_path / "w.db") == {
+        "journal_mode": "wal", "synchronous": 1, "busy_timeout": 30000, "foreign_keys": 1, "wal_autocheckpoint": 4096,
+        "page_size": 16384}
+    old = sqlite3.connect(tmp_path / "old.db")
+    old.execute("CREATE TABLE t (x)")
+    old.commit()
+    old.close()
+    settings = _sqlite_settings(tmp_path / "old.db")
+    assert (settings["page_size"], settings["wal_autocheckpoint"], settings["journal_mode"]) == (4096, 16384, "wal")
 
 
 def test_postgres_engine_uses_psycopg2_and_pre_ping():

@@ -14,12 +14,19 @@ from sqlalchemy.engine import URL, Engine, make_url
 #: Connection types (as Airflow parses them from a URI scheme) that name a PostgreSQL database.
 _POSTGRES_TYPES = ("postgres", "postgresql")
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-#: Pages (4 KB) the SQLite WAL may hold before a commit checkpoints it into the database file (SQLite's default:
-#: 1000). A page of 3000 findings writes about 8 MB, so at the default every page's commit checkpoints; with 64 MB
+#: The page size of a new SQLite warehouse file, in bytes (SQLite's default: 4096). A finding's row is 2-3 KB (its
+#: ``raw`` JSON), so a 4 KB page holds one row and leaves the rest of it empty: the file is about 1.8 times the
+#: rows' size, and a first load writes, checkpoints and (to build its indexes) reads all of it. 16 KB pages hold
+#: six rows (bench/README.md has the figures). A file keeps the page size it was created with: SQLite sets it only
+#: on a new, empty file, before WAL (docs/operations.md has how to convert an existing warehouse).
+SQLITE_PAGE_SIZE = 16_384
+#: Bytes the SQLite WAL may hold before a commit checkpoints it into the database file (SQLite's default: 1000
+#: pages). A page of 3000 findings writes about 8 MB, so at the default every page's commit checkpoints; with 64 MB
 #: the index pages that several pages touch are written back once every few pages (bench/README.md, "Where the
 #: time goes"). A crash of the process loses no committed transaction (they are in the WAL); a power loss may lose
-#: those committed since the last checkpoint (``synchronous = NORMAL`` syncs the WAL at checkpoints).
-SQLITE_WAL_AUTOCHECKPOINT_PAGES = 16_384
+#: those committed since the last checkpoint (``synchronous = NORMAL`` syncs the WAL at checkpoints). Set in pages
+#: of the file's own page size.
+SQLITE_WAL_AUTOCHECKPOINT_BYTES = 64 * 1024 * 1024
 
 
 def url_from_connection(
@@ -91,7 +98,7 @@ def make_engine(url: URL | str) -> Engine:
         url = url.set(drivername="postgresql+psycopg2")
     if backend == "sqlite":
         engine = create_engine(url)
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", apply_sqlite_settings)
         return engine
     if backend == "postgresql":
         engine = create_engine(url, pool_pre_ping=True)
@@ -100,15 +107,17 @@ def make_engine(url: URL | str) -> Engine:
     raise ValueError(f"unsupported warehouse database {backend!r}: use SQLite or PostgreSQL")
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """Per-connection SQLite settings: wait for locks, WAL for concurrent readers, fewer fsyncs and checkpoints,
-    FKs on."""
+def apply_sqlite_settings(dbapi_connection: Any, _record: Any = None) -> None:
+    """Per-connection SQLite settings: wait for locks, large pages for a new file, WAL for concurrent readers, fewer
+    fsyncs and checkpoints, FKs on."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA page_size = {SQLITE_PAGE_SIZE}")  # a new, empty file only; any other keeps its own
         _use_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_PAGES}")
+        page_size = int(cursor.execute("PRAGMA page_size").fetchone()[0])
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {SQLITE_WAL_AUTOCHECKPOINT_BYTES // page_size}")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
