@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import concurrent.futures.process
 import os
+import threading
+import time
 import types
+from concurrent.futures import Future
 from typing import Any
 
 import orjson
+import pytest
 from findings_provider.pipeline import extraction
 from findings_provider.warehouse import upsert
 from findings_provider.warehouse.rows import content_digest
@@ -21,14 +25,22 @@ def page(*findings: dict) -> types.SimpleNamespace:
     return types.SimpleNamespace(items=[orjson.dumps(body) for body in findings])
 
 
+def resolved(prepared: extraction._Page | Future[extraction._Page]) -> extraction._Page:
+    """A prepared page: as the thread returned it, or the worker process's result (``_fetched_ahead`` waits so)."""
+    return prepared.result(timeout=60) if isinstance(prepared, Future) else prepared
+
+
 def test_pages_are_prepared_in_a_worker_process_alike_once_the_pull_writes() -> None:
     pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 50))) for start in (1, 51, 101)]
     pages[2].items[3] = orjson.dumps({**finding(104, minutes_ago=1), "rule_name": "a\x00b"})
     with extraction._Preparer("sast", processes=True) as prepare:
         first = prepare(pages[0])
         assert prepare._pool is None  # until the first page is written, whether the pull writes is unknown
+        assert not isinstance(first, Future)
         prepare.writes = True
-        later = [prepare(p) for p in pages[1:]]
+        futures = [prepare(p) for p in pages[1:]]
+        assert all(isinstance(f, Future) for f in futures)
+        later = [resolved(f) for f in futures]
         pool: Any = prepare._pool
         workers = set(pool._processes)
     assert workers
@@ -46,9 +58,9 @@ def test_the_worker_formats_the_copy_lines_of_a_postgresql_warehouse() -> None:
     pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 50))) for start in (1, 51)]
     pages[1].items[3] = orjson.dumps({**finding(54, minutes_ago=1), "rule_message": "a\tb\\c\nd"})
     with extraction._Preparer("sast", processes=True, copy_lines=True) as prepare:
-        first = prepare(pages[0])
+        first = resolved(prepare(pages[0]))
         prepare.writes = True
-        later = prepare(pages[1])
+        later = resolved(prepare(pages[1]))
         assert prepare._pool is not None
     assert first.lines is None  # prepared in the thread: most of such a page may not be written
     full = extraction._prepared("sast", pages[1].items)
@@ -150,3 +162,44 @@ def test_the_worker_process_leaves_when_the_task_process_is_killed() -> None:
             process.wait()
         if worker and _alive(worker):  # left behind: not by this test
             os.kill(worker, signal.SIGKILL)
+
+
+def test_the_next_page_is_fetched_while_the_worker_prepares_one_and_pages_come_in_order() -> None:
+    """``_fetched_ahead`` with a worker's futures: page 1 is fetched before page 0's preparation ends (the fetch
+    thread does not wait for the worker), the pages are yielded in page order, and a preparation's error is raised
+    in its page's turn, after the pages before it."""
+    fetched: list[int] = []
+
+    def pages():
+        for number in range(4):
+            fetched.append(number)
+            yield number
+
+    def prepare(number: int) -> str | Future[str]:
+        future: Future[str] = Future()
+        if number == 0:
+            def finish_once_the_next_is_fetched() -> None:
+                deadline = time.monotonic() + 10
+                while 1 not in fetched and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                if 1 in fetched:
+                    future.set_result("page 0")
+                else:
+                    future.set_exception(AssertionError("page 1 was not fetched while page 0 was prepared"))
+
+            threading.Thread(target=finish_once_the_next_is_fetched).start()
+        elif number == 2:
+            future.set_exception(ValueError("page 2 cannot be prepared"))
+        else:
+            future.set_result(f"page {number}")
+        return future
+
+    got: list[str] = []
+
+    def pull() -> None:
+        for prepared in extraction._fetched_ahead(pages(), prepare):
+            got.append(prepared)
+
+    with pytest.raises(ValueError, match="page 2 cannot be prepared"):
+        pull()
+    assert got == ["page 0", "page 1"]

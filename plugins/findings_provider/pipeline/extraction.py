@@ -35,7 +35,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -256,7 +256,9 @@ class _Preparer:
         self._processes = _decode_processes() if processes is None else processes
         self._pool: ProcessPoolExecutor | None = None
 
-    def __call__(self, page: Any) -> _Page:
+    def __call__(self, page: Any) -> _Page | Future[_Page]:
+        """The page prepared in this thread, or the worker process's future of it (not waited for here: the thread
+        fetches the next page meanwhile, ``_fetched_ahead``)."""
         items = page.items
         if not self._processes or not self.writes:
             return _prepared(self.issue_type, items)
@@ -266,8 +268,7 @@ class _Preparer:
 
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_exit_with, initargs=(os.getpid(),))
-        return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items],
-                                 self.copy_lines).result()
+        return self._pool.submit(_prepared, self.issue_type, [bytes(item) for item in items], self.copy_lines)
 
     def __enter__(self) -> _Preparer:
         return self
@@ -290,17 +291,19 @@ def _pages(
     raise ValueError(f"unknown issue type {issue_type!r}; expected one of {', '.join(ISSUE_TYPES)}")
 
 
-def _fetched_ahead(pages: Iterable[Any], prepare: Callable[[Any], T]) -> Iterator[T]:
+def _fetched_ahead(pages: Iterable[Any], prepare: Callable[[Any], T | Future[T]]) -> Iterator[T]:
     """Yield ``prepare(page)`` of each page while a thread fetches and prepares the next one.
 
     The API's time and the decoding overlap the warehouse write (the database drivers release the GIL). One
-    page ahead, never more: a page is requested only after the previous one arrived (the pager decides as
-    before; no request is added) and at most two pages are held. An error of the fetch or of ``prepare`` is
-    raised here, in page order; when the consumer stops early, the work in flight is finished and dropped.
+    page ahead: a page is requested only after the previous one arrived (the pager decides as before; no request
+    is added). ``prepare`` may return a future (the worker process's): the thread then fetches the next page while
+    that one is prepared, so at most three pages are held (one written, one prepared, one fetched). An error of
+    the fetch or of ``prepare`` is raised here, in page order; when the consumer stops early, the work in flight
+    is finished and dropped.
     """
     iterator = iter(pages)
 
-    def fetch() -> list[T]:
+    def fetch() -> list[T | Future[T]]:
         page = next(iterator, None)
         return [] if page is None else [prepare(page)]
 
@@ -311,7 +314,9 @@ def _fetched_ahead(pages: Iterable[Any], prepare: Callable[[Any], T]) -> Iterato
             if not prepared:
                 return
             ahead = fetcher.submit(fetch)
-            yield prepared.pop()  # not kept in this frame: the consumer frees it when done
+            page = prepared.pop()
+            yield page.result() if isinstance(page, Future) else page
+            del page  # not held while the next page is awaited
 
 
 def extract_findings(
