@@ -10,13 +10,15 @@ A row whose ``raw`` JSON is unchanged is not written at all (its ``synced_at`` k
 last written), so a re-sync writes nothing new. Rows are the tuples of :mod:`.rows`.
 
 Findings, the large table, are not even sent to the database when unchanged. Each one's ``digest``
-(:func:`.rows.content_digest` of its ``raw``) is stored with it; an upsert first reads the stored digests of the
-page's keys (one indexed query per issue type) and writes only the findings that are new (a plain ``INSERT``) or
-whose digest differs (the upsert, ``WHERE t.digest IS DISTINCT FROM excluded.digest``); an unchanged page costs
-that lookup only. A finding stored before the digest existed (``digest`` NULL) counts as changed once: it is written
-with its digest, keeping its ``synced_at`` when its ``raw`` is unchanged. On SQLite the write lock is taken before
-the lookup; on PostgreSQL a concurrent upsert of the same finding may write between the lookup and the write
-(either one's reading of the service is then kept, as when two upserts cross without the lookup).
+(:func:`.rows.content_digest` of its ``raw``) is stored with it; an upsert first compares the page's digests with
+the stored ones (one indexed query per issue type: on SQLite in the database, which answers the positions of the new
+and changed findings; on PostgreSQL by reading the stored digests of the page's keys) and writes only the findings
+that are new (a plain ``INSERT``) or whose digest differs (the upsert, ``WHERE t.digest IS DISTINCT FROM
+excluded.digest``); an unchanged page costs that lookup only. A finding stored before the digest existed (``digest``
+NULL) counts as changed once: it is written with its digest, keeping its ``synced_at`` when its ``raw`` is
+unchanged. On SQLite the write lock is taken before the lookup; on PostgreSQL a concurrent upsert of the same
+finding may write between the lookup and the write (either one's reading of the service is then kept, as when two
+upserts cross without the lookup).
 
 On PostgreSQL a lost connection (the server restarted, or the session was terminated) does not fail an operation
 whose repetition is harmless: upserts, and the warehouse's pipeline state, reads and triage outcome updates
@@ -190,8 +192,7 @@ class BulkUpserter:
         driver = conn.connection.driver_connection
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
-        stored = _stored_digests(cursor, lookup, unique, lambda kind, ids: (kind, orjson.dumps(ids).decode()))
-        new, changed, _, _ = _to_write(unique, digests, stored, now)
+        new, changed = _sqlite_to_write(cursor, lookup, unique, digests, now)
         written = 0
         if new:
             cursor.executemany(insert, new)
@@ -223,7 +224,7 @@ class BulkUpserter:
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
         stored = _stored_digests(cursor, lookup, unique, _id_array_params)
-        new, changed, new_at, changed_at = _to_write(unique, digests, stored, None)
+        new, changed, new_at, changed_at = _to_write(unique, digests, stored)
         if not new and not changed:
             return 0
         written = 0
@@ -316,6 +317,26 @@ def _stored_digests(
     return stored
 
 
+def _sqlite_to_write(
+    cursor: Any, lookup: str, unique: list[Row], digests: list[int], now: str
+) -> tuple[list[Row], list[Row]]:
+    """SQLite: the findings of ``unique`` (sorted by key) to write, new and changed, each extended by its digest and
+    ``now`` (``synced_at``), decided in the database: one ``lookup`` per issue type, given the page's ids and
+    digests, answers one row with the positions of the new findings and of the changed ones. Not a row per stored
+    finding: SQLite's driver takes the interpreter lock again for each row it steps through, which the fetch thread
+    holds most of the time during a re-sync of unchanged findings."""
+    new: list[Row] = []
+    changed: list[Row] = []
+    for issue_type, group in groupby(range(len(unique)), key=lambda at: unique[at][_ISSUE_TYPE]):
+        positions = list(group)
+        keys = orjson.dumps([[unique[at][_ID], digests[at]] for at in positions]).decode()
+        cursor.execute(lookup, (issue_type, keys))
+        fresh, differing = cursor.fetchone()
+        for into, picked in ((new, fresh), (changed, differing)):
+            into.extend((*unique[positions[k]], digests[positions[k]], now) for k in sorted(orjson.loads(picked)))
+    return new, changed
+
+
 def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
     """PostgreSQL lookup parameters of one issue type's ids: the ids as a ``bigint[]`` literal (formatted here:
     psycopg2's adaptation of a list costs several times more), then the issue type."""
@@ -323,12 +344,10 @@ def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
 
 
 def _to_write(
-    unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None], now: str | None
+    unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None]
 ) -> tuple[list[Row], list[Row], list[int], list[int]]:
-    """The findings to write, new and changed (a digest differs, or none is stored), each extended by its digest
-    (and ``now``, the ``synced_at`` of the SQLite statements, unless None); and the positions in ``unique`` of the
-    new ones and of the changed ones."""
-    tail: tuple[Any, ...] = () if now is None else (now,)
+    """PostgreSQL: the findings to write, new and changed (a digest differs, or none is stored), each extended by
+    its digest; and the positions in ``unique`` of the new ones and of the changed ones."""
     new: list[Row] = []
     changed: list[Row] = []
     new_at: list[int] = []
@@ -337,10 +356,10 @@ def _to_write(
     for at, (row, digest) in enumerate(zip(unique, digests, strict=True)):
         before = stored.get((row[_ISSUE_TYPE], row[_ID]), missing)
         if before is missing:
-            new.append((*row, digest, *tail))
+            new.append((*row, digest))
             new_at.append(at)
         elif before != digest:
-            changed.append((*row, digest, *tail))
+            changed.append((*row, digest))
             changed_at.append(at)
     return new, changed, new_at, changed_at
 
@@ -399,8 +418,13 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     if not is_findings:
         return (upsert,)
     first, second = (quote(k) for k in keys)
-    lookup = (f"SELECT {second}, digest FROM {target} WHERE {first} = ? "
-              f"AND {second} IN (SELECT value FROM json_each(?))")
+    # the page's [id, digest] pairs as a JSON array; answers the positions of those not stored, and of those stored
+    # with another digest (or none), as two JSON arrays: one row
+    lookup = (f"SELECT json_group_array(k.key) FILTER (WHERE f.{second} IS NULL), "
+              f"json_group_array(k.key) FILTER (WHERE f.{second} IS NOT NULL) "
+              f"FROM json_each(?2) AS k LEFT JOIN {target} AS f "
+              f"ON f.{first} = ?1 AND f.{second} = json_extract(k.value, '$[0]') "
+              f"WHERE f.{second} IS NULL OR f.digest IS NOT json_extract(k.value, '$[1]')")
     # a new finding's mark reads the row's own parameters again by number (?N is the N-th column)
     mark_columns = ("issue_type", "repository_name", "match_based_id", "ref", "relevant_since", "id")
     mark = counted_on_insert(target, *(f"?{columns.index(c) + 1}" for c in mark_columns))
