@@ -340,11 +340,10 @@ def test_concurrent_upserts_of_new_findings_wait_for_each_other(postgresql_engin
     real = upsert._to_write
 
     def pausing(*args: Any) -> Any:
-        found = real(*args)
         if threading.current_thread().name == "first":
             looked_up.set()
             assert go.wait(60)
-        return found
+        return real(*args)
 
     monkeypatch.setattr(upsert, "_to_write", pausing)
     outcome: dict[str, Any] = {}

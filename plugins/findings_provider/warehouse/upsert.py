@@ -192,9 +192,7 @@ class BulkUpserter:
         driver = conn.connection.driver_connection
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
-        new_at, changed_at = _to_write(cursor, lookup, unique, digests, _sqlite_lookup_params)
-        new = [(*unique[at], digests[at], now) for at in new_at]
-        changed = [(*unique[at], digests[at], now) for at in changed_at]
+        new, changed = _sqlite_to_write(cursor, lookup, unique, digests, now)
         written = 0
         if new:
             cursor.executemany(insert, new)
@@ -225,9 +223,8 @@ class BulkUpserter:
         """
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
-        new_at, changed_at = _to_write(cursor, lookup, unique, digests, _postgresql_lookup_params)
-        new = [(*unique[at], digests[at]) for at in new_at]
-        changed = [(*unique[at], digests[at]) for at in changed_at]
+        stored = _stored_digests(cursor, lookup, unique, _id_array_params)
+        new, changed, new_at, changed_at = _to_write(unique, digests, stored)
         if not new and not changed:
             return 0
         written = 0
@@ -308,43 +305,63 @@ def _unique_at(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> l
     return [last[k] for k in sorted(last)]
 
 
-def _to_write(
-    cursor: Any, lookup: str, unique: list[Row], digests: list[int],
-    params: Callable[[str, list[int], list[int]], tuple[Any, ...]],
-) -> tuple[list[int], list[int]]:
-    """The positions in ``unique`` (sorted by key) of the findings to write: the new ones, and the changed ones (a
-    digest differs, or none is stored). Decided in the database: one ``lookup`` per issue type, its parameters
-    ``params`` of the issue type, its ids and their digests, answers one row with the positions of both kinds in the
-    ids given. Not a row per stored finding: SQLite's driver takes the interpreter lock again for each row it steps
-    through, which the fetch thread holds most of the time during a re-sync of unchanged findings."""
-    new_at: list[int] = []
-    changed_at: list[int] = []
+def _stored_digests(
+    cursor: Any, lookup: str, unique: list[Row], params: Callable[[str, list[int]], tuple[Any, ...]]
+) -> dict[tuple[str, int], int | None]:
+    """The stored digests of the findings ``unique`` (sorted by key) holds, by key: one ``lookup`` per issue type,
+    its parameters ``params`` of the issue type and its ids (ascending)."""
+    stored: dict[tuple[str, int], int | None] = {}
+    for issue_type, group in groupby(unique, key=itemgetter(_ISSUE_TYPE)):
+        cursor.execute(lookup, params(issue_type, [row[_ID] for row in group]))
+        stored.update(((issue_type, ident), digest) for ident, digest in cursor.fetchall())
+    return stored
+
+
+def _sqlite_to_write(
+    cursor: Any, lookup: str, unique: list[Row], digests: list[int], now: str
+) -> tuple[list[Row], list[Row]]:
+    """SQLite: the findings of ``unique`` (sorted by key) to write, new and changed, each extended by its digest and
+    ``now`` (``synced_at``), decided in the database: one ``lookup`` per issue type, given the page's ids and
+    digests, answers one row with the positions of the new findings and of the changed ones. Not a row per stored
+    finding: SQLite's driver takes the interpreter lock again for each row it steps through, which the fetch thread
+    holds most of the time during a re-sync of unchanged findings."""
+    new: list[Row] = []
+    changed: list[Row] = []
     for issue_type, group in groupby(range(len(unique)), key=lambda at: unique[at][_ISSUE_TYPE]):
         positions = list(group)
-        cursor.execute(lookup, params(issue_type, [unique[at][_ID] for at in positions],
-                                      [digests[at] for at in positions]))
+        keys = orjson.dumps([[unique[at][_ID], digests[at]] for at in positions]).decode()
+        cursor.execute(lookup, (issue_type, keys))
         fresh, differing = cursor.fetchone()
-        new_at.extend(positions[k] for k in sorted(_positions(fresh)))
-        changed_at.extend(positions[k] for k in sorted(_positions(differing)))
-    return new_at, changed_at
+        for into, picked in ((new, fresh), (changed, differing)):
+            into.extend((*unique[positions[k]], digests[positions[k]], now) for k in sorted(orjson.loads(picked)))
+    return new, changed
 
 
-def _positions(answer: str | list[int] | None) -> list[int]:
-    """A lookup's positions: SQLite's JSON array text, PostgreSQL's array (None for none)."""
-    if isinstance(answer, str):
-        return list(orjson.loads(answer))
-    return answer or []
+def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
+    """PostgreSQL lookup parameters of one issue type's ids: the ids as a ``bigint[]`` literal (formatted here:
+    psycopg2's adaptation of a list costs several times more), then the issue type."""
+    return "{" + ",".join(map(str, ids)) + "}", issue_type
 
 
-def _sqlite_lookup_params(issue_type: str, ids: list[int], digests: list[int]) -> tuple[Any, ...]:
-    """SQLite lookup parameters: the issue type, then the ids and digests as a JSON array of pairs."""
-    return issue_type, orjson.dumps([list(pair) for pair in zip(ids, digests, strict=True)]).decode()
-
-
-def _postgresql_lookup_params(issue_type: str, ids: list[int], digests: list[int]) -> tuple[Any, ...]:
-    """PostgreSQL lookup parameters: the ids and the digests as ``bigint[]`` literals (formatted here: psycopg2's
-    adaptation of a list costs several times more), then the issue type."""
-    return "{" + ",".join(map(str, ids)) + "}", "{" + ",".join(map(str, digests)) + "}", issue_type
+def _to_write(
+    unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None]
+) -> tuple[list[Row], list[Row], list[int], list[int]]:
+    """PostgreSQL: the findings to write, new and changed (a digest differs, or none is stored), each extended by
+    its digest; and the positions in ``unique`` of the new ones and of the changed ones."""
+    new: list[Row] = []
+    changed: list[Row] = []
+    new_at: list[int] = []
+    changed_at: list[int] = []
+    missing = object()
+    for at, (row, digest) in enumerate(zip(unique, digests, strict=True)):
+        before = stored.get((row[_ISSUE_TYPE], row[_ID]), missing)
+        if before is missing:
+            new.append((*row, digest))
+            new_at.append(at)
+        elif before != digest:
+            changed.append((*row, digest))
+            changed_at.append(at)
+    return new, changed, new_at, changed_at
 
 
 def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
@@ -354,8 +371,7 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     each rewriting a row only when its ``raw`` differs. ``findings`` (``columns`` then ``digest``, compared
     instead of ``raw``; a ``raw`` unchanged keeps its ``synced_at``): SQLite (lookup, insert, upsert); PostgreSQL
     (lookup, copy new rows into the table, create the stage, copy into it, merge). The lookup's parameters: an
-    issue type, its ids and their digests (``_sqlite_lookup_params``, ``_postgresql_lookup_params``); its answer:
-    :func:`_to_write`'s.
+    issue type and its ids (SQLite: as a JSON array; PostgreSQL: ``_id_array_params``).
     """
     quote = conn.dialect.identifier_preparer.quote
     target = _target(conn, table)
@@ -385,11 +401,8 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
             # one primary key probe per id, whatever the statistics: the LATERAL subquery's OFFSET 0 keeps it from
             # becoming a join. ``id = ANY(...)`` is planned from the statistics, which a first load leaves stale:
             # the planner then takes issue_type for selective and reads all of the type's stored rows per page.
-            direct = (f"SELECT array_agg(k.n - 1) FILTER (WHERE f.stored IS NULL), array_agg(k.n - 1) FILTER "
-                      f"(WHERE f.stored) FROM unnest(CAST(%s AS bigint[]), CAST(%s AS bigint[])) WITH ORDINALITY "
-                      f"AS k(id, digest, n) LEFT JOIN LATERAL (SELECT true AS stored, f.digest FROM {target} AS f "
-                      f"WHERE f.{first} = %s AND f.{second} = k.id OFFSET 0) AS f ON true "
-                      f"WHERE f.stored IS NULL OR f.digest IS DISTINCT FROM k.digest",
+            direct = (f"SELECT k.id, f.digest FROM unnest(CAST(%s AS bigint[])) AS k(id) CROSS JOIN LATERAL "
+                      f"(SELECT digest FROM {target} AS f WHERE f.{first} = %s AND f.{second} = k.id OFFSET 0) AS f",
                       f"COPY {target} ({names}, synced_at, counted) FROM STDIN")
         # the merge writes only rows stored at the lookup (changed findings): no counted mark (a row gone since,
         # deleted by hand, is stored again unmarked, NULL, for the next recount)
@@ -405,8 +418,8 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     if not is_findings:
         return (upsert,)
     first, second = (quote(k) for k in keys)
-    # the page's [id, digest] pairs as a JSON array; answers the positions (from 0) of those not stored, and of those
-    # stored with another digest (or none), as two JSON arrays: one row (PostgreSQL's lookup above: the same as arrays)
+    # the page's [id, digest] pairs as a JSON array; answers the positions of those not stored, and of those stored
+    # with another digest (or none), as two JSON arrays: one row
     lookup = (f"SELECT json_group_array(k.key) FILTER (WHERE f.{second} IS NULL), "
               f"json_group_array(k.key) FILTER (WHERE f.{second} IS NOT NULL) "
               f"FROM json_each(?2) AS k LEFT JOIN {target} AS f "
