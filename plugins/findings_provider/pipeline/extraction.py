@@ -587,16 +587,8 @@ def run_extraction(
                 log.error("pull of %s findings failed; its watermark stays where it was: %s", issue_type, exc)
                 error = error or exc
                 continue
-            _save_progress(warehouse, result, now)
-            if result.full and full_refresh_max_age is not None:
-                _record_reconciled(warehouse, issue_type, period_start(logical_date or now, full_refresh_max_age),
-                                   run_id)
-            results[issue_type] = {**result.as_dict(), "reason": reason}
-            log.info(
-                "%s: %d requests, %d pages, %d findings (%d duplicates dropped), %d rows written, watermark %s%s",
-                issue_type, result.requests, result.pages, result.unique, result.duplicates, result.written,
-                result.watermark, "" if result.not_seen is None else f", {result.not_seen} stored but no longer listed",
-            )
+            period = None if full_refresh_max_age is None else period_start(logical_date or now, full_refresh_max_age)
+            results[issue_type] = _pulled(warehouse, result, reason, now, period, run_id)
     if error is not None:
         raise error
     started = time.perf_counter()
@@ -617,6 +609,21 @@ def run_extraction(
         "future_dated": sum(r["future_dated"] for r in results.values()),
         "projects": projects,
     }
+
+
+def _pulled(warehouse: Warehouse, result: PullResult, reason: str, now: datetime, period: datetime | None,
+            run_id: str | None) -> dict[str, Any]:
+    """After a successful pull: save its watermark and, for a full pull, record the reconciliation of ``period``
+    (None: no ``full_refresh_max_age``); log and return its counts."""
+    _save_progress(warehouse, result, now)
+    if result.full and period is not None:
+        _record_reconciled(warehouse, result.issue_type, period, run_id)
+    log.info(
+        "%s: %d requests, %d pages, %d findings (%d duplicates dropped), %d rows written, watermark %s%s",
+        result.issue_type, result.requests, result.pages, result.unique, result.duplicates, result.written,
+        result.watermark, "" if result.not_seen is None else f", {result.not_seen} stored but no longer listed",
+    )
+    return {**result.as_dict(), "reason": reason}
 
 
 def refresh_projects(client: FindingsClient, warehouse: Warehouse, now: datetime,
