@@ -211,8 +211,9 @@ def sqlite_ceiling_section(results: dict[str, Any]) -> list[str]:
              "Against `bench/page_server.py` (the emulator's pages, taken once and served as prebuilt bytes, so the "
              "server's CPU does not compete with the client's): the product's first load (as above) and "
              "`bench/sqlite_ceiling.py`, the fastest plain `sqlite3` + `msgspec` load of the same pages (one "
-             "keep-alive connection, a thread one page ahead, plain `INSERT`s, one transaction per page, WAL and "
-             "`synchronous=NORMAL` like the product), run by run side by side (alternating which goes first). "
+             "keep-alive connection, a thread one page ahead, plain `INSERT`s, one transaction per page, the "
+             "product's SQLite settings: `url.apply_sqlite_settings`), run by run side by side (alternating which "
+             "goes first). "
              "Share: the product's median over the variant's median; per run: the product's run over the ceiling's "
              "run next to it.", "",
              "| N | loaded into | findings/s (median) | runs (findings/s) | CPU s | index build s | file MB "
