@@ -143,7 +143,7 @@ def test_copy_lines_are_refused_by_a_sqlite_warehouse(sqlite_engine):
     warehouse = Warehouse(sqlite_engine)
     warehouse.create_all()
     short, digests, lines = _prepared([finding(1)])
-    with pytest.raises(ValueError, match="lines are COPY text for a PostgreSQL warehouse"):
+    with pytest.raises(ValueError, match=r"lines are COPY text for a PostgreSQL warehouse.* for a sqlite warehouse"):
         warehouse.upsert_findings(short, digests=digests, lines=lines)
     assert stored(sqlite_engine, findings, "id") == []
 

@@ -111,7 +111,9 @@ class BulkUpserter:
         """
         postgres = self.engine.dialect.name == "postgresql"
         if lines is not None and (not postgres or digests is None):
-            raise ValueError("upsert_findings: lines are COPY text for a PostgreSQL warehouse, given with the digests")
+            raise ValueError(
+                f"upsert_findings: lines are COPY text for a PostgreSQL warehouse, given with the digests; got them "
+                f"for a {self.engine.dialect.name} warehouse, digests {'None' if digests is None else 'given'}")
         if digests is None:
             digests = finding_digests(rows)
         at = _unique_at(findings, FINDING_COLUMNS, rows)

@@ -18,7 +18,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: ``raw`` JSON), so a 4 KB page holds one row and leaves the rest of it empty: the file is about 1.8 times the
 #: rows' size, and a first load writes, checkpoints and (to build its indexes) reads all of it. 16 KB pages hold
 #: six rows (bench/README.md has the figures). A file keeps the page size it was created with: SQLite sets it only
-#: on a new, empty file, before WAL (docs/operations.md has how to convert an existing warehouse).
+#: on a new, empty file, before WAL (docs/provider.md has how to convert an existing warehouse).
 SQLITE_PAGE_SIZE = 16_384
 #: Bytes the SQLite WAL may hold before a commit checkpoints it into the database file (SQLite's default: 1000
 #: pages). A page of 3000 findings writes about 8 MB, so at the default every page's commit checkpoints; with 64 MB
