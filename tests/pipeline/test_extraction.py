@@ -325,6 +325,14 @@ def test_values_the_warehouse_cannot_hold_are_reported_and_the_pull_goes_on(api:
     ]
     assert warehouse.get_state(extraction.watermark_key("sast")) is not None
 
+    # a full pull again, one finding changed: that one is written, and the values that cannot be held are
+    # reported again (their findings unchanged and not written)
+    api.by_id("sast", 100)["status"] = "fixed"
+    again = run(api, warehouse, full_refresh=True)["issue_types"]["sast"]
+    assert (again["written"], again["rejected"], again["skipped"], again["unique"]) == (1, 3, 1, 149)
+    assert again["rejected_sample"] == result["rejected_sample"]
+    assert rows(warehouse)[100].status == "fixed"
+
 
 def test_history_records_what_a_full_refresh_sees_change_once_and_snapshots_each_day(api: FakeApi, warehouse) -> None:
     from findings_provider.warehouse.schema import finding_events, finding_snapshots

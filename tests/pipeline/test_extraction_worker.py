@@ -45,11 +45,16 @@ def test_pages_are_prepared_in_a_worker_process_alike_once_the_pull_writes() -> 
         workers = set(pool._processes)
     assert workers
     assert os.getpid() not in workers
+    # the first page is screened (its rows built once the warehouse says which are to be written), the others not
+    assert first.rows == []
+    assert first.screened is not None
+    assert all(got.screened is None for got in later)
     for got, given in zip((first, *later), pages, strict=True):
         alike = extraction._prepared("sast", given.items)
-        assert (got.rows, got.digests, got.rejected, got.received) == (
-            alike.rows, alike.digests, alike.rejected, alike.received)
-        assert got.digests == [content_digest(row[-1]) for row in got.rows]  # raw is the last column
+        built = got.rows if got.screened is None else got.screened.rows(range(len(got.digests)))
+        assert (built, got.ids, got.digests, got.rejected, got.received) == (
+            alike.rows, alike.ids, alike.digests, alike.rejected, alike.received)
+        assert got.digests == [content_digest(row[-1]) for row in built]  # raw is the last column
     assert [r.field for r in later[1].rejected] == ["rule_name"]
     assert all(got.lines is None for got in (first, *later))  # no COPY lines unless asked
 

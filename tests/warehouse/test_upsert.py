@@ -337,15 +337,16 @@ def test_concurrent_upserts_of_new_findings_wait_for_each_other(postgresql_engin
     warehouse = Warehouse(postgresql_engine)
     warehouse.create_all()
     looked_up, go = threading.Event(), threading.Event()
-    real = upsert._to_write
+    real = upsert._lookup
 
     def pausing(*args: Any) -> Any:
+        answer = real(*args)
         if threading.current_thread().name == "first":
             looked_up.set()
             assert go.wait(60)
-        return real(*args)
+        return answer
 
-    monkeypatch.setattr(upsert, "_to_write", pausing)
+    monkeypatch.setattr(upsert, "_lookup", pausing)
     outcome: dict[str, Any] = {}
 
     def run(name: str, rows: list[tuple]) -> None:
@@ -372,3 +373,25 @@ def test_concurrent_upserts_of_new_findings_wait_for_each_other(postgresql_engin
     rows = stored(postgresql_engine, findings, "id", "severity", "counted")
     assert rows == ([(1, "high", True)] if second_page[0][FINDING_COLUMNS.index("id")] == 1
                     else [(1, None, True), (2, "high", None)])
+
+
+def test_findings_to_write_names_the_new_and_changed_findings_as_the_upsert_decides(warehouse, engine):
+    """``findings_to_write`` (read before the rows are built) answers the positions of the findings the upsert
+    would write: new ones, changed ones and those stored without a digest; of duplicate ids the last one, as the
+    upsert keeps it; nothing for another issue type's stored findings."""
+    stored_rows = [finding(i) for i in range(1, 6)]
+    warehouse.upsert_findings(stored_rows)
+    with engine.begin() as conn:
+        conn.execute(findings.update().where(findings.c.id == 4).values(digest=None))
+    page = [finding(1), finding(2, status="fixed"), finding(3), finding(4), finding(9), finding(3, status="fixed"),
+            finding(5)]
+    digests = [content_digest(row[-1]) for row in page]
+    ids = [row[FINDING_COLUMNS.index("id")] for row in page]
+
+    assert warehouse.findings_to_write("sast", ids, digests) == [1, 3, 4, 5]
+    assert warehouse.findings_to_write("sca", ids, digests) == [0, 1, 3, 4, 5, 6]  # none stored as sca
+    assert warehouse.findings_to_write("sast", [], []) == []
+    # the upsert writes exactly those (its own lookup, under its lock)
+    assert warehouse.upsert_findings(page) == 4
+    # nothing left: the first copy of id 3 differs from the stored one, but the last copy, stored now, is the page's
+    assert warehouse.findings_to_write("sast", ids, digests) == []

@@ -9,7 +9,14 @@ import pytest
 from findings_provider.client import FindingsClient, RetryPolicy
 from findings_provider.pipeline import extraction
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, finding_row_from_dict, finding_rows
-from findings_provider.warehouse.rows import NO_ID, NOT_UTF8, NUL_CHARACTER, OUT_OF_RANGE
+from findings_provider.warehouse.rows import (
+    NO_ID,
+    NOT_UTF8,
+    NUL_CHARACTER,
+    OUT_OF_RANGE,
+    content_digest,
+    screened_findings,
+)
 from findings_provider.warehouse.schema import findings
 from sqlalchemy import select
 
@@ -102,3 +109,31 @@ def test_a_pull_loads_the_rest_of_each_page_and_reports_the_rest(warehouse, engi
     assert len(result.rejected_sample) == 7
     assert {"id": None, "field": "id", "reason": NO_ID, "action": "finding skipped"} in result.rejected_sample
     assert result.watermark == "2026-11-18 10:00:00.000000+00:00"
+
+
+@pytest.mark.parametrize("plain_first", [True, False], ids=["problem-page", "plain-page"])
+def test_a_screened_page_keeps_reports_and_builds_what_the_full_path_does(plain_first) -> None:
+    """``screened_findings`` (the re-sync's preparation: ids, dates and digests without rows) keeps the findings
+    ``finding_rows`` keeps, with the same ids, ``relevant_since`` and digests, reports the same rejected values, and
+    builds the same rows; on a page of plain findings (decided for the page as a whole) and on one with every kind
+    of value the warehouse cannot hold (decided finding by finding)."""
+    plain = [b'{"id": %d, "status": "open", "createdAt": "2026-11-18T10:00:%02d+01:00", '
+             b'"externalTicket": {"id": "%d"}, "rule_message": "caf\xc3\xa9"}' % (i, i, i * 7) for i in range(10, 40)]
+    items = [msgspec.Raw(item) for item in (plain if plain_first else [*plain[:5], *ITEMS, *plain[5:]])]
+    expected: list[Rejection] = []
+    rows = finding_rows("sast", items, expected)
+    rejected: list[Rejection] = []
+
+    screened = screened_findings("sast", items, rejected)
+
+    assert sorted(rejected, key=repr) == sorted(expected, key=repr)  # (in page order: the full path's differs)
+    assert len(expected) == (0 if plain_first else 7)
+    assert screened.ids == [column(row, "id") for row in rows]
+    assert screened.dates == [column(row, "relevant_since") for row in rows]
+    assert screened.dates[0] == "2026-11-18 09:00:10.000000+00:00"
+    assert screened.digests == [content_digest(column(row, "raw")) for row in rows]
+    assert screened.rows(range(len(rows))) == rows
+    assert screened.rows([3, 0]) == [rows[3], rows[0]]
+    # the rows of findings that hold a value the warehouse cannot are built by the screen, the others on demand
+    # (4 holds the text of the escape, not a NUL: built as well, a harmless false alarm)
+    assert {column(row, "id") for row in screened.built.values()} == (set() if plain_first else {1, 2, 4})

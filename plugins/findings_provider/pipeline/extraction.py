@@ -49,7 +49,7 @@ from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.branches import recount, store_projects
 from findings_provider.warehouse.indexes import deferred_on_first_load
-from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, finding_digests
+from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, ScreenedFindings, finding_digests, screened_findings
 from findings_provider.warehouse.timestamps import utc_text
 from findings_provider.warehouse.upsert import finding_copy_lines
 
@@ -165,9 +165,11 @@ class _Progress:
 
 @dataclass
 class _Page:
-    """One page turned into rows, with their content digests and the values its findings had that the warehouse
-    cannot hold."""
+    """One page prepared: its findings' rows (or, screened, what deciding which of them to write needs), their
+    content digests, and the values its findings had that the warehouse cannot hold."""
 
+    #: The findings' rows; none when the page was screened (``screened``): its rows are built once it is known
+    #: which findings are to be written.
     rows: list[tuple[Any, ...]]
     digests: list[int]
     rejected: list[Rejection]
@@ -176,6 +178,16 @@ class _Page:
     #: PostgreSQL warehouse; None otherwise. With them, the rows leave out their last column, ``raw``: the lines
     #: carry it, and every write of the page's findings copies the lines.
     lines: list[str] | None = None
+    screened: ScreenedFindings | None = None
+
+    @property
+    def ids(self) -> list[int]:
+        return [row[_ID] for row in self.rows] if self.screened is None else self.screened.ids
+
+    @property
+    def dates(self) -> list[str | None]:
+        """Each finding's ``relevant_since``."""
+        return [row[_RELEVANT_SINCE] for row in self.rows] if self.screened is None else self.screened.dates
 
 
 def _prepared(issue_type: str, items: Sequence[msgspec.Raw | bytes], copy_lines: bool = False) -> _Page:
@@ -190,6 +202,14 @@ def _prepared(issue_type: str, items: Sequence[msgspec.Raw | bytes], copy_lines:
     lines = finding_copy_lines(rows, digests)
     # the lines carry each row's raw JSON (most of a row's size): the rows go back without it, not twice
     return _Page([row[:_RAW] for row in rows], digests, rejected, len(items), lines)
+
+
+def _screened(issue_type: str, items: Sequence[msgspec.Raw | bytes]) -> _Page:
+    """A page's items screened (``warehouse.rows.screened_findings``): their ids, dates and digests, the rows of
+    the findings to write built only once the warehouse has told which (``_written``)."""
+    rejected: list[Rejection] = []
+    screened = screened_findings(issue_type, items, rejected)
+    return _Page([], screened.digests, rejected, len(items), screened=screened)
 
 
 def _decode_processes() -> bool:
@@ -224,17 +244,18 @@ def _exit_with(parent: int) -> None:
 
 
 class _Preparer:
-    """Prepares the pages of one pull (``_prepared``): in the fetch thread, or in one worker process while the pull
-    writes most of what it reads (a first load), so that decoding, row building and hashing run on another core
-    than the warehouse write.
+    """Prepares the pages of one pull: screened in the fetch thread while the pull writes little of what it reads (a
+    re-sync), built into rows in one worker process while it writes most of it (a first load), so that decoding,
+    row building and hashing run on another core than the warehouse write.
 
-    The interpreter lock is the limit a thread meets: the fetch thread's Python work (about 1.5 s of CPU per
-    100,000 findings with the digests) and the writer's (binding every row's values, the page's bookkeeping) take
-    turns on it, and each waits for the other. The process gets a page's items as bytes and returns its rows and
-    digests (pickled: about 8 ms each way for a page of 3000 findings). That transfer is a loss when the main
-    thread has little to do, so ``writes`` (set by the pull after each page: did it write at least half of the
-    findings it had not seen?) sends the next pages to the process or keeps them in the thread: a re-sync of
-    unchanged findings prepares its pages in the thread, as the first two pages of every pull.
+    A screened page (``_screened``) holds each finding's id, ``relevant_since`` and digest, read at about half the
+    CPU of its row; the rows of the findings the warehouse does not hold with that digest are built once it has
+    said which (``_written``): a re-sync of unchanged findings builds none. The interpreter lock is the limit a
+    thread meets: the fetch thread's Python work and the writer's take turns on it. The process gets a page's items
+    as bytes and returns its rows and digests (pickled: about 8 ms each way for a page of 3000 findings). That
+    transfer is a loss when the main thread has little to do, so ``writes`` (set by the pull after each page: did it
+    write at least half of the findings it had not seen?) sends the next pages to the process (or, where there is
+    none, builds their rows in the thread) or screens them: the first two pages of every pull are screened.
 
     ``copy_lines`` (a PostgreSQL warehouse): the process formats each row's COPY text line too
     (``finding_copy_lines``), so that the writer copies a new finding without formatting it; the thread does
@@ -260,7 +281,9 @@ class _Preparer:
         """The page prepared in this thread, or the worker process's future of it (not waited for here: the thread
         fetches the next page meanwhile, ``_fetched_ahead``)."""
         items = page.items
-        if not self._processes or not self.writes:
+        if not self.writes:
+            return _screened(self.issue_type, items)
+        if not self._processes:
             return _prepared(self.issue_type, items)
         if self._pool is None:
             import multiprocessing
@@ -398,41 +421,59 @@ def _store_page(
 ) -> tuple[int, int]:
     """Count one prepared page and upsert its findings not seen earlier in the pull (one transaction); return how
     many findings it held that the pull had not seen yet, and how many of them were written."""
-    rows = page.rows
+    ids = page.ids
     written = 0
     result.requests += 1
     seen = progress.seen
-    fresh, digests, lines = rows, page.digests, page.lines
-    if any(row[_ID] in seen for row in rows):  # a result set that moves while paging repeats items
-        kept = [at for at, row in enumerate(rows) if row[_ID] not in seen]
-        fresh, digests = [rows[at] for at in kept], [digests[at] for at in kept]
-        lines = None if lines is None else [lines[at] for at in kept]
+    kept = None
+    if any(ident in seen for ident in ids):  # a result set that moves while paging repeats items
+        kept = [at for at, ident in enumerate(ids) if ident not in seen]
+    fresh = ids if kept is None else [ids[at] for at in kept]
     result.pages += 1
     result.received += page.received
-    result.duplicates += len(rows) - len(fresh)
+    result.duplicates += len(ids) - len(fresh)
     if page.rejected:
         _note_rejected(result, progress, page.rejected)
     if fresh:
-        progress.seen.update(row[_ID] for row in fresh)
-        newest = max((row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]), default=None)
+        progress.seen.update(fresh)
+        dates = [date for date in (page.dates if kept is None else [page.dates[at] for at in kept]) if date]
+        newest = max(dates, default=None)
         if newest and newest > latest:  # canonical UTC texts compare as instants
-            dates = [row[_RELEVANT_SINCE] for row in fresh if row[_RELEVANT_SINCE]]
             result.future_dated += sum(1 for date in dates if date > latest)
             newest = max((date for date in dates if date <= latest), default=None)
         if newest and (progress.newest is None or newest > progress.newest):
             progress.newest = newest
-        written = warehouse.upsert_findings(fresh, digests=digests, lines=lines)
+        written = _written(warehouse, issue_type, page, kept)
         result.written += written
     result.unique = len(progress.seen)
     log.info(
         "pulled %d %s findings, page %d, %d total (%d written)",
-        len(rows), issue_type, result.pages, result.unique, result.written,
+        len(ids), issue_type, result.pages, result.unique, result.written,
     )
     if on_page is not None:
         on_page(result)
     if result.pages % GC_EVERY_PAGES == 0:
         gc.collect()
     return len(fresh), written
+
+
+def _written(warehouse: Warehouse, issue_type: str, page: _Page, kept: list[int] | None) -> int:
+    """Upsert the page's findings at ``kept`` (all when None); return how many were written. A screened page asks
+    the warehouse first which of them are new or changed, and builds the rows of those only."""
+    digests = page.digests
+    if page.screened is None:
+        rows, lines = page.rows, page.lines
+        if kept is not None:
+            rows, digests = [rows[at] for at in kept], [digests[at] for at in kept]
+            lines = None if lines is None else [lines[at] for at in kept]
+        return warehouse.upsert_findings(rows, digests=digests, lines=lines)
+    screened = page.screened
+    at = range(len(digests)) if kept is None else kept
+    chosen = [at[k] for k in warehouse.findings_to_write(
+        issue_type, [screened.ids[i] for i in at], [digests[i] for i in at])]
+    if not chosen:
+        return 0
+    return warehouse.upsert_findings(screened.rows(chosen), digests=[digests[i] for i in chosen])
 
 
 def _note_rejected(result: PullResult, progress: _Progress, rejected: list[Rejection]) -> None:

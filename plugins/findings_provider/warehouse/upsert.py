@@ -136,6 +136,28 @@ class BulkUpserter:
 
         return self._reconnecting(f"upsert of {len(unique)} findings rows", write)
 
+    def findings_to_write(self, issue_type: str, ids: Sequence[int], digests: Sequence[int]) -> list[int]:
+        """The positions in ``ids`` of the findings ``upsert_findings`` would write: those not stored, and those
+        stored with another digest (or none), each id once (its last position, as the upsert keeps the last of
+        duplicates), ascending. One read (the upsert's lookup), no lock: a caller that has not built its rows yet
+        builds only these, and the upsert decides again under its lock."""
+        last = {ident: at for at, ident in enumerate(ids)}
+        order = [last[ident] for ident in sorted(last)]
+        keys = [(issue_type, ids[at]) for at in order]
+        ordered = [digests[at] for at in order]
+
+        def read() -> list[int]:
+            with self.engine.connect() as conn:
+                cursor = conn.connection.cursor()
+                try:
+                    new, changed = _lookup(cursor, self._sql(conn, findings, FINDING_COLUMNS)[0],
+                                           conn.dialect.name == "postgresql", keys, ordered)
+                finally:
+                    cursor.close()
+            return sorted(order[k] for k in (*new, *changed))
+
+        return self._reconnecting(f"lookup of {len(keys)} findings' digests", read)
+
     def upsert_scans(self, rows: Sequence[Row]) -> int:
         """Insert or update scans (``SCAN_COLUMNS`` tuples); return rows written."""
         return self._upsert(scans, SCAN_COLUMNS, rows)
@@ -194,7 +216,9 @@ class BulkUpserter:
         driver = conn.connection.driver_connection
         if driver is None or not driver.in_transaction:
             cursor.execute("BEGIN IMMEDIATE")
-        new, changed = _sqlite_to_write(cursor, lookup, unique, digests, now)
+        new_at, changed_at = _lookup(cursor, lookup, False, _keys(unique), digests)
+        new = [(*unique[at], digests[at], now) for at in new_at]
+        changed = [(*unique[at], digests[at], now) for at in changed_at]
         written = 0
         if new:
             cursor.executemany(insert, new)
@@ -225,12 +249,10 @@ class BulkUpserter:
         """
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
-        stored = _stored_digests(cursor, lookup, unique, _id_array_params)
-        new, changed, new_at, changed_at = _to_write(unique, digests, stored)
-        if not new and not changed:
-            return 0
+        new_at, changed_at = _lookup(cursor, lookup, True, _keys(unique), digests)
         written = 0
-        if new:
+        if new_at:
+            new = [(*unique[at], digests[at]) for at in new_at]
             target = _target(conn, findings)
             marks = marks_on_insert([(_FINGERPRINT(row), row[_REF], row[_RELEVANT_SINCE], row[_ID]) for row in new],
                                     lambda fingerprints: stored_copies(cursor, target, fingerprints))
@@ -243,9 +265,10 @@ class BulkUpserter:
                     [(texts[at], mark) for at, mark in zip(new_at, marks, strict=True)],
                     lambda chunk: "".join([line + ends[mark] for line, mark in chunk])))
             written += len(new)
-        if changed:
+        if changed_at:
             cursor.execute(create_stage)
-            cursor.copy_expert(copy, _CopyStream(changed) if texts is None else _CopyStream(
+            cursor.copy_expert(copy, _CopyStream([(*unique[at], digests[at]) for at in changed_at])
+                               if texts is None else _CopyStream(
                 [texts[at] for at in changed_at], lambda chunk: "".join([line + "\n" for line in chunk])))
             cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
             cursor.execute(merge, (now,))
@@ -307,63 +330,46 @@ def _unique_at(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> l
     return [last[k] for k in sorted(last)]
 
 
-def _stored_digests(
-    cursor: Any, lookup: str, unique: list[Row], params: Callable[[str, list[int]], tuple[Any, ...]]
-) -> dict[tuple[str, int], int | None]:
-    """The stored digests of the findings ``unique`` (sorted by key) holds, by key: one ``lookup`` per issue type,
-    its parameters ``params`` of the issue type and its ids (ascending)."""
-    stored: dict[tuple[str, int], int | None] = {}
-    for issue_type, group in groupby(unique, key=itemgetter(_ISSUE_TYPE)):
-        cursor.execute(lookup, params(issue_type, [row[_ID] for row in group]))
-        stored.update(((issue_type, ident), digest) for ident, digest in cursor.fetchall())
-    return stored
+_MISSING = object()
 
 
-def _sqlite_to_write(
-    cursor: Any, lookup: str, unique: list[Row], digests: list[int], now: str
-) -> tuple[list[Row], list[Row]]:
-    """SQLite: the findings of ``unique`` (sorted by key) to write, new and changed, each extended by its digest and
-    ``now`` (``synced_at``), decided in the database: one ``lookup`` per issue type, given the page's ids and
-    digests, answers one row with the positions of the new findings and of the changed ones. Not a row per stored
-    finding: SQLite's driver takes the interpreter lock again for each row it steps through, which the fetch thread
-    holds most of the time during a re-sync of unchanged findings."""
-    new: list[Row] = []
-    changed: list[Row] = []
-    for issue_type, group in groupby(range(len(unique)), key=lambda at: unique[at][_ISSUE_TYPE]):
+def _keys(unique: list[Row]) -> list[tuple[str, int]]:
+    """The (issue type, id) keys of ``FINDING_COLUMNS`` rows."""
+    return [(row[_ISSUE_TYPE], row[_ID]) for row in unique]
+
+
+def _lookup(
+    cursor: Any, lookup: str, postgres: bool, keys: list[tuple[str, int]], digests: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """The positions in ``keys`` (sorted, unique) of the findings not stored, and of those stored with another
+    digest than ``digests`` gives (or none): one ``lookup`` (``_upsert_sql``'s) per issue type.
+
+    SQLite answers the two lists of positions itself, in one row: given the page's ids and digests as JSON, the
+    database compares them (not a row per stored finding: SQLite's driver takes the interpreter lock again for each
+    row it steps through, which the fetch thread holds most of the time during a re-sync of unchanged findings).
+    PostgreSQL answers the stored digests of the ids (the same comparison in the database measured slower at
+    1,000,000 findings), compared here.
+    """
+    new: list[int] = []
+    changed: list[int] = []
+    for issue_type, group in groupby(range(len(keys)), key=lambda at: keys[at][0]):
         positions = list(group)
-        keys = orjson.dumps([[unique[at][_ID], digests[at]] for at in positions]).decode()
-        cursor.execute(lookup, (issue_type, keys))
-        fresh, differing = cursor.fetchone()
-        for into, picked in ((new, fresh), (changed, differing)):
-            into.extend((*unique[positions[k]], digests[positions[k]], now) for k in sorted(orjson.loads(picked)))
+        if postgres:  # the ids as a bigint[] literal: psycopg2's adaptation of a list costs several times more
+            cursor.execute(lookup, ("{" + ",".join([str(keys[at][1]) for at in positions]) + "}", issue_type))
+            stored = dict(cursor.fetchall())
+            for at in positions:
+                before = stored.get(keys[at][1], _MISSING)
+                if before is _MISSING:
+                    new.append(at)
+                elif before != digests[at]:
+                    changed.append(at)
+        else:
+            pairs = orjson.dumps([[keys[at][1], digests[at]] for at in positions]).decode()
+            cursor.execute(lookup, (issue_type, pairs))
+            fresh, differing = cursor.fetchone()
+            new.extend(positions[k] for k in sorted(orjson.loads(fresh)))
+            changed.extend(positions[k] for k in sorted(orjson.loads(differing)))
     return new, changed
-
-
-def _id_array_params(issue_type: str, ids: list[int]) -> tuple[Any, ...]:
-    """PostgreSQL lookup parameters of one issue type's ids: the ids as a ``bigint[]`` literal (formatted here:
-    psycopg2's adaptation of a list costs several times more), then the issue type."""
-    return "{" + ",".join(map(str, ids)) + "}", issue_type
-
-
-def _to_write(
-    unique: list[Row], digests: list[int], stored: dict[tuple[str, int], int | None]
-) -> tuple[list[Row], list[Row], list[int], list[int]]:
-    """PostgreSQL: the findings to write, new and changed (a digest differs, or none is stored), each extended by
-    its digest; and the positions in ``unique`` of the new ones and of the changed ones."""
-    new: list[Row] = []
-    changed: list[Row] = []
-    new_at: list[int] = []
-    changed_at: list[int] = []
-    missing = object()
-    for at, (row, digest) in enumerate(zip(unique, digests, strict=True)):
-        before = stored.get((row[_ISSUE_TYPE], row[_ID]), missing)
-        if before is missing:
-            new.append((*row, digest))
-            new_at.append(at)
-        elif before != digest:
-            changed.append((*row, digest))
-            changed_at.append(at)
-    return new, changed, new_at, changed_at
 
 
 def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tuple[str, ...]:
@@ -373,7 +379,8 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     each rewriting a row only when its ``raw`` differs. ``findings`` (``columns`` then ``digest``, compared
     instead of ``raw``; a ``raw`` unchanged keeps its ``synced_at``): SQLite (lookup, insert, upsert); PostgreSQL
     (lookup, copy new rows into the table, create the stage, copy into it, merge). The lookup's parameters: an
-    issue type and its ids (SQLite: as a JSON array; PostgreSQL: ``_id_array_params``).
+    issue type and its ids with their digests as a JSON array (SQLite); its ids as a ``bigint[]`` literal, then the
+    issue type (PostgreSQL): see ``_lookup``.
     """
     quote = conn.dialect.identifier_preparer.quote
     target = _target(conn, table)
