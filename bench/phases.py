@@ -6,25 +6,40 @@ Pulls every sast and sca page from a page server (``page_server.py``: its own, o
 re-sync of unchanged findings), on SQLite and on PostgreSQL. Each pull runs twice per warehouse:
 
 - **isolation**: the fetch-ahead thread and the worker process replaced by fetching and preparing each page in the
-  main thread, so no phase overlaps another and each one's seconds are its own;
-- **pipeline**: the product as it runs: the fetch thread fetches each page, the worker process (from the second
-  page on) turns it into rows and digests; their phases overlap the main thread's, so the main thread's rows add up
-  to the wall time and the others are hidden behind them except for the main thread's wait for the next page (the
-  worker's phases are not measured in this mode).
+  main thread, one page ahead as the fetch thread does (so each page is screened, or turned into rows and digests,
+  as the product decides: the first two pages of each pull are screened), so no phase overlaps another and each
+  one's seconds are its own;
+- **pipeline**: the product as it runs: the fetch thread fetches each page and screens it while the pull writes
+  little of what it reads (a re-sync, and the first two pages of every pull), the worker process turns the others
+  into rows and digests (a first load after its first two pages); their phases overlap the main thread's, so the
+  main thread's rows add up to the wall time and the others are hidden behind them except for the main thread's
+  wait for the next page (the worker's phases are not measured in this mode: ``finding_rows`` and the digests are
+  left blank when a page went to the worker; the split of ``finding_rows`` is made in isolation only).
+
+A screened page (``extraction._screened``) is prepared by ``warehouse.rows.screened_findings``: each finding's id,
+``relevant_since`` and digest without its row (the rows of the rare findings that may hold a value the warehouse
+cannot are built by the screen, and counted in its phase). The main thread then asks ``Warehouse.findings_to_write``
+which of them are new or changed (the upsert's lookup, ``upsert._lookup``, on a connection of its own before the
+upsert's transaction: its query is counted in that phase only, not in the upsert's lookup) and builds the rows of
+those only (``ScreenedFindings.rows``: its own phase, whose ``finding_rows`` calls are not in the ``finding_rows``
+phases; these count the pages prepared whole, ``extraction._prepared``) before ``upsert_findings``.
 
 The phases are timed by wrapping the product's own functions for the length of the run (nothing of the product is
 re-implemented): the client's request (``FindingsClient._call``: HTTP plus the page decode), the page decode
-(``client.endpoints``' msgspec decoder into raw items), ``warehouse.rows.finding_rows`` (canonical form and row
-building; in isolation the canonical form, the msgspec decode of each item into the canonical reader's struct, is
-timed again on the side to split the two), ``Warehouse.upsert_findings`` with each statement of its DBAPI cursor
-classified by its text (the write lock, the history context and trigger setup, the lookup of the stored digests, the
-plain ``INSERT``, the upsert of changed rows with the history trigger; PostgreSQL: the advisory lock, the lookup
-of the new rows' fingerprints, the COPY text formatting, the ``COPY`` of new rows into ``findings``, and for changed
-rows the staging table, its ``COPY``, the history diff, the merge) and its commit (SQLite: the WAL auto-checkpoint
-included), the periodic garbage collection, the count of findings no longer listed, the ``counted`` recount (``branches
-.recount``), the daily snapshot. What remains of the pull loop (de-duplication, the seen ids, the watermark) is the
-main thread's pull time minus those. Wrapping costs about a microsecond per call; the finding rows and the
-statements are called per page, so it does not show.
+(``client.endpoints``' msgspec decoder into raw items), the screen (``screened_findings``), ``finding_rows`` and
+``finding_digests`` as the extraction calls them for a page prepared whole (canonical form and row building; in
+isolation the canonical form, the msgspec decode of each item into the canonical reader's struct, is timed again on
+the side to split the two: that second decode is the measurement's, not the product's, and its seconds are in the
+wall and in the pull loop's row), ``Warehouse.findings_to_write``, ``ScreenedFindings.rows``,
+``Warehouse.upsert_findings`` with each statement of its DBAPI cursor classified by its text (the write lock, the
+history context and trigger setup, the lookup of the stored digests, the plain ``INSERT``, the upsert of changed
+rows with the history trigger; PostgreSQL: the advisory lock, the lookup of the new rows' fingerprints, the COPY
+text formatting, the ``COPY`` of new rows into ``findings``, and for changed rows the staging table, its ``COPY``,
+the history diff, the merge) and its commit (SQLite: the WAL auto-checkpoint included), the periodic garbage
+collection, the count of findings no longer listed, the ``counted`` recount (``branches.recount``), the daily
+snapshot. What remains of the pull loop (de-duplication, the seen ids, the watermark) is the main thread's pull
+time minus those. Wrapping costs about a microsecond per call; the finding rows and the statements are called per
+page, so it does not show.
 
     PYTHONPATH=plugins:include:bench python bench/phases.py --findings 100000 --out /tmp/phases.json
 
@@ -47,6 +62,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,17 +80,25 @@ MODES = (("first", "isolation"), ("first", "pipeline"), ("resync", "isolation"),
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("fetch", "fetch: HTTP request and response body (httpx)", "fetch"),
     ("decode", "decode: page JSON into raw items (msgspec)", "fetch"),
-    ("canonical", "canonical form: each item into the canonical reader's struct (msgspec)", "worker"),
-    ("rows", "row building: canonical values, checks, tuples (`finding_rows` minus the above)", "worker"),
-    ("finding_rows", "`finding_rows` in all (canonical form + row building)", "worker"),
-    ("digests", "content digests of the rows (`finding_digests`)", "worker"),
+    ("screen", "screen: each finding's id, date and digest without its row (`screened_findings`)", "fetch"),
+    ("canonical", "canonical form of a page prepared whole: each item into the canonical reader's struct (msgspec)",
+     "worker"),
+    ("rows", "row building of a page prepared whole: canonical values, checks, tuples (`finding_rows` minus the above)",
+     "worker"),
+    ("finding_rows", "`finding_rows` of the pages prepared whole (`_prepared`: canonical form + row building)",
+     "worker"),
+    ("digests", "content digests of the rows of a page prepared whole (`finding_digests`)", "worker"),
     ("wait", "main thread waiting for the next page", "main"),
     ("loop", "pull loop: de-duplication, seen ids, watermark, logging", "main"),
     ("gc", "garbage collection every 4 pages", "main"),
+    ("to_write", "which findings of a screened page are new or changed (`findings_to_write`: the upsert's lookup, "
+     "before rows are built)", "main"),
+    ("screened_rows", "rows of the new and changed findings of a screened page (`ScreenedFindings.rows`)", "main"),
     ("upsert_python", "upsert: sort, de-duplicate, pick the new and changed rows", "main"),
     ("lock", "write lock (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: `pg_advisory_xact_lock`)", "main"),
     ("history_setup", "history: context row and TEMP trigger setup", "main"),
-    ("lookup", "stored digests of the page's keys (one query per issue type)", "main"),
+    ("lookup", "stored digests of the upserted rows' keys (the upsert's own lookup query, one per issue type)",
+     "main"),
     ("insert", "SQL insert of new rows (table + indexes)", "main"),
     ("upsert", "SQL upsert of changed rows (`WHERE digest IS NOT excluded.digest`, history trigger)", "main"),
     ("fingerprints", "PostgreSQL: stored copies of the new rows' fingerprints (`counted` marks)", "main"),
@@ -213,6 +237,18 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
     decode_finding = rows._decode_finding
 
     timed_digests = timers.wrap("digests", rows.finding_digests)
+    # Only the extraction's own names are replaced: the ``finding_rows`` calls of ``screened_findings`` (findings that
+    # may hold a value the warehouse cannot) and of ``ScreenedFindings.rows`` go to ``rows.finding_rows``, not timed
+    # on their own, so their seconds are counted once: in the screen's and in the screened rows' phases.
+    timed_screen = timers.wrap("screen", rows.screened_findings)
+    screened_rows = timers.wrap("screened_rows", rows.ScreenedFindings.rows)
+    preparer_call = extraction._Preparer.__call__
+
+    def counted_call(self: Any, page: Any) -> Any:  # the pages sent to the worker process (a future of it)
+        prepared = preparer_call(self, page)
+        if isinstance(prepared, Future):
+            timers.add("worker_pages", 0.0)
+        return prepared
 
     def timed_finding_rows(issue_type: str, items: Any, rejected: Any = None) -> Any:
         if isolation:  # the canonical form alone, timed on the side (the same decode finding_rows makes)
@@ -229,8 +265,18 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
     fetched_ahead = extraction._fetched_ahead
 
     def sequential(pages: Any, prepare: Callable[[Any], Any]) -> Iterator[Any]:
+        # one page ahead, in this thread, as ``_fetched_ahead`` in its thread: the next page is fetched and prepared
+        # before this one is yielded (written), so the preparer decides for it before this page's ``writes`` is set,
+        # as in the product (the first two pages of each pull are screened, not only the first)
+        ahead: list[Any] = []
         for page in pages:
-            yield prepare(page)
+            prepared = prepare(page)
+            if ahead:
+                yield ahead.pop()
+            ahead.append(prepared)
+            del prepared
+        if ahead:
+            yield ahead.pop()
 
     def waited(pages: Any, prepare: Callable[[Any], Any]) -> Iterator[Any]:
         ahead = fetched_ahead(pages, prepare)
@@ -293,8 +339,12 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
             (FindingsClient, "_call", timers.wrap("request", FindingsClient._call)),
             (extraction, "finding_rows", timed_finding_rows),
             (extraction, "finding_digests", timed_digests),
-            # in isolation no page is prepared in the worker process; in the pipeline the pages after the first are,
-            # and their timers stay in the worker (its phases are not measured there)
+            (extraction, "screened_findings", timed_screen),
+            (rows.ScreenedFindings, "rows", screened_rows),
+            (extraction._Preparer, "__call__", counted_call),
+            # in isolation no page is prepared in the worker process: the pages a pull does not screen are prepared
+            # whole in the main thread (``_prepared``); in the pipeline they go to the worker, and their timers stay
+            # in the worker (its phases are not measured there)
             (extraction, "_decode_processes", (lambda: False) if isolation else extraction._decode_processes),
             (extraction, "_fetched_ahead", sequential if isolation else waited),
             (extraction, "gc", timed_gc),
@@ -304,6 +354,9 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
             (extraction, "recount_copies", timed_recount_copies),
             (extraction, "extract_findings", timers.wrap("pull", extraction.extract_findings)),
             (Warehouse, "upsert_findings", timed_upsert),
+            # its lookup runs on a connection of its own, outside ``upsert_findings``: its cursor is not timed by
+            # statement (``cursor`` below), so the lookup is counted here only, not in the ``lookup`` phase
+            (Warehouse, "findings_to_write", timers.wrap("to_write", Warehouse.findings_to_write)),
             (Warehouse, "count_findings", timers.wrap("not_seen", Warehouse.count_findings)),
             (Warehouse, "take_snapshot", timers.wrap("snapshot", Warehouse.take_snapshot)),
             (indexes, "drop_deferrable", timers.wrap("indexes", indexes.drop_deferrable)),
@@ -323,13 +376,18 @@ def phase_seconds(timers: Timers, isolation: bool) -> dict[str, float]:
     out["fetch"] = t("request") - t("decode")
     if isolation:
         out["rows"] = t("finding_rows") - t("canonical")
-    else:  # in the worker process from the second page on: not measured
-        out["canonical"] = out["rows"] = out["finding_rows"] = out["digests"] = float("nan")
+    else:  # not split (the canonical form is timed again in isolation only)
+        out["canonical"] = out["rows"] = float("nan")
+        if timers.calls.get("worker_pages"):  # some pages were prepared in the worker process: not measured
+            out["finding_rows"] = out["digests"] = float("nan")
     sql = ("lock", "history_setup", "lookup", "insert", "upsert", "fingerprints", "copy_text", "copy_new", "stage",
            "copy", "history_diff", "merge", "other_sql", "commit")
     out["upsert_python"] = t("upsert_findings") - sum(t(key) for key in sql)
-    fetch_side = t("request") + t("finding_rows") + t("digests") if isolation else t("wait")
-    out["loop"] = t("pull") - fetch_side - t("upsert_findings") - t("gc") - t("not_seen")
+    # what the main thread spends on the fetch thread's and the worker's work: in isolation, their phases; in the
+    # pipeline, its wait for the next page
+    fetch_side = t("request") + t("screen") + t("finding_rows") + t("digests") if isolation else t("wait")
+    out["loop"] = (t("pull") - fetch_side - t("to_write") - t("screened_rows") - t("upsert_findings") - t("gc")
+                   - t("not_seen"))
     out["recount"] = t("recount_projects") + t("recount_copies")
     out["projects"] = t("projects_all") - t("recount_projects")
     return out
