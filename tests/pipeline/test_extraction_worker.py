@@ -208,3 +208,27 @@ def test_the_next_page_is_fetched_while_the_worker_prepares_one_and_pages_come_i
     with pytest.raises(ValueError, match="page 2 cannot be prepared"):
         pull()
     assert got == ["page 0", "page 1"]
+
+
+def test_a_pull_screens_its_pages_unless_the_warehouse_holds_none_of_its_findings(
+    api: FakeApi, warehouse, monkeypatch
+) -> None:
+    """A first load writes every finding it reads: its pages are prepared whole from the first (the screen would
+    be work on top of the rows). A pull into a warehouse that holds the issue type's findings screens its first
+    pages, and every page while it writes little (a re-sync)."""
+    screened: list[str] = []
+    real = extraction._screened
+
+    def counting(issue_type: str, items: Any) -> extraction._Page:
+        screened.append(issue_type)
+        return real(issue_type, items)
+
+    monkeypatch.setattr(extraction, "_screened", counting)
+    monkeypatch.setattr(extraction, "_decode_processes", lambda: False)  # pages prepared whole in the thread
+    api.findings["sast"] = [finding(i, minutes_ago=i) for i in range(1, 251)]
+    first = run(api, warehouse)["issue_types"]["sast"]
+    assert (screened, first["pages"], first["written"]) == ([], 3, 250)
+
+    api.by_id("sast", 7)["status"] = "fixed"
+    again = run(api, warehouse, full_refresh=True)["issue_types"]["sast"]
+    assert (screened, again["pages"], again["written"]) == (["sast"] * 3, 3, 1)

@@ -48,7 +48,7 @@ from findings_provider.client.limits import FINDINGS_PAGE_SIZE, PROJECTS_PAGE_SI
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
 from findings_provider.warehouse.branches import recount, store_projects
-from findings_provider.warehouse.indexes import deferred_on_first_load
+from findings_provider.warehouse.indexes import deferred_on_first_load, is_empty
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, ScreenedFindings, finding_digests, screened_findings
 from findings_provider.warehouse.timestamps import utc_text
 from findings_provider.warehouse.upsert import finding_copy_lines
@@ -255,7 +255,8 @@ class _Preparer:
     as bytes and returns its rows and digests (pickled: about 8 ms each way for a page of 3000 findings). That
     transfer is a loss when the main thread has little to do, so ``writes`` (set by the pull after each page: did it
     write at least half of the findings it had not seen?) sends the next pages to the process (or, where there is
-    none, builds their rows in the thread) or screens them: the first two pages of every pull are screened.
+    none, builds their rows in the thread) or screens them: the first two pages of a pull are screened, unless
+    the warehouse holds none of the issue type's findings (a first load writes all it reads).
 
     ``copy_lines`` (a PostgreSQL warehouse): the process formats each row's COPY text line too
     (``finding_copy_lines``), so that the writer copies a new finding without formatting it; the thread does
@@ -268,12 +269,14 @@ class _Preparer:
     child.
     """
 
-    def __init__(self, issue_type: str, *, processes: bool | None = None, copy_lines: bool = False) -> None:
+    def __init__(self, issue_type: str, *, processes: bool | None = None, copy_lines: bool = False,
+                 writes: bool = False) -> None:
         self.issue_type = issue_type
         self.copy_lines = copy_lines
-        #: Whether the pull writes most of what it reads (the pages then go to the process); unknown until the
-        #: first page is written, while the second is prepared already.
-        self.writes = False
+        #: Whether the pull writes most of what it reads (the pages then go to the process): ``writes`` at first
+        #: (the pull knows it when the warehouse holds none of its findings), then as the first page written says,
+        #: while the second is prepared already.
+        self.writes = writes
         self._processes = _decode_processes() if processes is None else processes
         self._pool: ProcessPoolExecutor | None = None
 
@@ -403,7 +406,10 @@ def _pull(
     latest: str,
 ) -> None:
     pages = _pages(client, issue_type, since, page_size)
-    with _Preparer(issue_type, copy_lines=warehouse.engine.dialect.name == "postgresql") as prepare:
+    # a pull into a warehouse that holds none of its findings writes every one: its pages are prepared whole from
+    # the first (not screened, which would cost the screen as well as the rows)
+    with _Preparer(issue_type, copy_lines=warehouse.engine.dialect.name == "postgresql",
+                   writes=is_empty(warehouse.engine, issue_type)) as prepare:
         for page in _fetched_ahead(pages, prepare):
             fresh, written = _store_page(warehouse, issue_type, page, on_page, result, progress, latest)
             del page  # not held while the next page is awaited

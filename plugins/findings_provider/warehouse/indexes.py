@@ -66,10 +66,13 @@ def missing_indexes(conn: Connection) -> list[Index]:
     return sorted((i for i in findings.indexes if i.name not in have), key=_by_name)
 
 
-def is_empty(engine: Engine) -> bool:
-    """Whether ``findings`` holds no row."""
+def is_empty(engine: Engine, issue_type: str | None = None) -> bool:
+    """Whether ``findings`` holds no row (of ``issue_type``, when given: one probe of the primary key)."""
+    query = select(findings.c.id).limit(1)
+    if issue_type is not None:
+        query = query.where(findings.c.issue_type == issue_type)
     with engine.connect() as conn:
-        return conn.execute(select(findings.c.id).limit(1)).first() is None
+        return conn.execute(query).first() is None
 
 
 def drop_deferrable(engine: Engine) -> list[str]:
