@@ -9,12 +9,13 @@ re-sync of unchanged findings), on SQLite and on PostgreSQL. Each pull runs twic
   main thread, one page ahead as the fetch thread does (so each page is screened, or turned into rows and digests,
   as the product decides: the first two pages of each pull are screened), so no phase overlaps another and each
   one's seconds are its own;
-- **pipeline**: the product as it runs: the fetch thread fetches each page and screens it while the pull writes
-  little of what it reads (a re-sync, and the first two pages of every pull), the worker process turns the others
-  into rows and digests (a first load after its first two pages); their phases overlap the main thread's, so the
-  main thread's rows add up to the wall time and the others are hidden behind them except for the main thread's
-  wait for the next page (the worker's phases are not measured in this mode: ``finding_rows`` and the digests are
-  left blank when a page went to the worker; the split of ``finding_rows`` is made in isolation only).
+- **pipeline**: the product as it runs: the fetch thread fetches each page; while the pull writes little of what
+  it reads (a re-sync, and the first two pages of a pull into a warehouse that holds some of its findings) the main
+  thread screens it (while the fetch thread fetches the next), and the worker process turns the others into rows
+  and digests (a first load); their phases overlap the main thread's, so the main thread's rows add up to the wall
+  time and the others are hidden behind them except for the main thread's wait for the next page (the worker's
+  phases are not measured in this mode: ``finding_rows`` and the digests are left blank when a page went to the
+  worker; the split of ``finding_rows`` is made in isolation only).
 
 A screened page (``extraction._screened``) is prepared by ``warehouse.rows.screened_findings``: each finding's id,
 ``relevant_since`` and digest without its row (the rows of the rare findings that may hold a value the warehouse
@@ -80,7 +81,8 @@ MODES = (("first", "isolation"), ("first", "pipeline"), ("resync", "isolation"),
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("fetch", "fetch: HTTP request and response body (httpx)", "fetch"),
     ("decode", "decode: page JSON into raw items (msgspec)", "fetch"),
-    ("screen", "screen: each finding's id, date and digest without its row (`screened_findings`)", "fetch"),
+    ("screen", "screen: each finding's id, date and digest without its row (`screened_findings`, in the writer's "
+     "thread while the next page is fetched)", "main"),
     ("canonical", "canonical form of a page prepared whole: each item into the canonical reader's struct (msgspec)",
      "worker"),
     ("rows", "row building of a page prepared whole: canonical values, checks, tuples (`finding_rows` minus the above)",
@@ -223,6 +225,11 @@ def _patched(target: Any, name: str, value: Any) -> Iterator[None]:
         setattr(target, name, old)
 
 
+def _done(prepared: Any) -> Any:
+    """A page as the preparer gave it, its preparation done when it was left to the consumer (a screened page)."""
+    return prepared() if callable(prepared) else prepared
+
+
 @contextlib.contextmanager
 def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator[None]:
     """Time the product's phases (see the module's docstring) while the block runs."""
@@ -272,11 +279,11 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
         for page in pages:
             prepared = prepare(page)
             if ahead:
-                yield ahead.pop()
+                yield _done(ahead.pop())
             ahead.append(prepared)
             del prepared
         if ahead:
-            yield ahead.pop()
+            yield _done(ahead.pop())
 
     def waited(pages: Any, prepare: Callable[[Any], Any]) -> Iterator[Any]:
         ahead = fetched_ahead(pages, prepare)
@@ -386,6 +393,8 @@ def phase_seconds(timers: Timers, isolation: bool) -> dict[str, float]:
     # what the main thread spends on the fetch thread's and the worker's work: in isolation, their phases; in the
     # pipeline, its wait for the next page
     fetch_side = t("request") + t("screen") + t("finding_rows") + t("digests") if isolation else t("wait")
+    if not isolation:  # the screen runs in the main thread, inside its wait for the next page (``_fetched_ahead``)
+        out["wait"] = t("wait") - t("screen")
     out["loop"] = (t("pull") - fetch_side - t("to_write") - t("screened_rows") - t("upsert_findings") - t("gc")
                    - t("not_seen"))
     out["recount"] = t("recount_projects") + t("recount_copies")

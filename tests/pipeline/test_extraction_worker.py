@@ -25,18 +25,22 @@ def page(*findings: dict) -> types.SimpleNamespace:
     return types.SimpleNamespace(items=[orjson.dumps(body) for body in findings])
 
 
-def resolved(prepared: extraction._Page | Future[extraction._Page]) -> extraction._Page:
-    """A prepared page: as the thread returned it, or the worker process's result (``_fetched_ahead`` waits so)."""
-    return prepared.result(timeout=60) if isinstance(prepared, Future) else prepared
+def resolved(prepared: Any) -> extraction._Page:
+    """A prepared page as ``_fetched_ahead`` yields it: as the thread returned it, the worker process's result, or
+    the screening left to the consumer, done."""
+    if isinstance(prepared, Future):
+        return prepared.result(timeout=60)
+    return prepared() if callable(prepared) else prepared
 
 
 def test_pages_are_prepared_in_a_worker_process_alike_once_the_pull_writes() -> None:
     pages = [page(*(finding(i, minutes_ago=i) for i in range(start, start + 50))) for start in (1, 51, 101)]
     pages[2].items[3] = orjson.dumps({**finding(104, minutes_ago=1), "rule_name": "a\x00b"})
     with extraction._Preparer("sast", processes=True) as prepare:
-        first = prepare(pages[0])
+        deferred = prepare(pages[0])
         assert prepare._pool is None  # until the first page is written, whether the pull writes is unknown
-        assert not isinstance(first, Future)
+        assert callable(deferred)  # screened by the consumer, not in the fetch thread
+        first = resolved(deferred)
         prepare.writes = True
         futures = [prepare(p) for p in pages[1:]]
         assert all(isinstance(f, Future) for f in futures)
@@ -208,6 +212,44 @@ def test_the_next_page_is_fetched_while_the_worker_prepares_one_and_pages_come_i
     with pytest.raises(ValueError, match="page 2 cannot be prepared"):
         pull()
     assert got == ["page 0", "page 1"]
+
+
+def test_a_preparation_left_to_the_consumer_runs_in_its_thread_while_the_next_page_is_fetched() -> None:
+    """``_fetched_ahead`` with functions (the screening of a re-sync's pages): each is called in the consumer's
+    thread, page 1 is fetched while page 0 is being prepared, pages come in order, and an error is raised in its
+    page's turn."""
+    fetched: list[int] = []
+    threads: list[str] = []
+
+    def pages():
+        for number in range(4):
+            fetched.append(number)
+            yield number
+
+    def prepare(number: int) -> Any:
+        def later() -> str:
+            threads.append(threading.current_thread().name)
+            if number == 0:
+                deadline = time.monotonic() + 10
+                while 1 not in fetched and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert 1 in fetched, "page 1 was not fetched while page 0 was prepared"
+            if number == 2:
+                raise ValueError("page 2 cannot be prepared")
+            return f"page {number}"
+
+        return later
+
+    got: list[str] = []
+
+    def pull() -> None:
+        for prepared in extraction._fetched_ahead(pages(), prepare):
+            got.append(prepared)
+
+    with pytest.raises(ValueError, match="page 2 cannot be prepared"):
+        pull()
+    assert got == ["page 0", "page 1"]
+    assert threads == [threading.current_thread().name] * 3
 
 
 def test_a_pull_screens_its_pages_unless_the_warehouse_holds_none_of_its_findings(

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -244,9 +245,10 @@ def _exit_with(parent: int) -> None:
 
 
 class _Preparer:
-    """Prepares the pages of one pull: screened in the fetch thread while the pull writes little of what it reads (a
-    re-sync), built into rows in one worker process while it writes most of it (a first load), so that decoding,
-    row building and hashing run on another core than the warehouse write.
+    """Prepares the pages of one pull: screened while the pull writes little of what it reads (a re-sync; by the
+    writer, while the fetch thread fetches the next page), built into rows in one worker process while it writes
+    most of it (a first load), so that decoding, row building and hashing run on another core than the warehouse
+    write.
 
     A screened page (``_screened``) holds each finding's id, ``relevant_since`` and digest, read at about half the
     CPU of its row; the rows of the findings the warehouse does not hold with that digest are built once it has
@@ -280,12 +282,14 @@ class _Preparer:
         self._processes = _decode_processes() if processes is None else processes
         self._pool: ProcessPoolExecutor | None = None
 
-    def __call__(self, page: Any) -> _Page | Future[_Page]:
-        """The page prepared in this thread, or the worker process's future of it (not waited for here: the thread
-        fetches the next page meanwhile, ``_fetched_ahead``)."""
+    def __call__(self, page: Any) -> _Page | Future[_Page] | Callable[[], _Page]:
+        """The page prepared: the worker process's future of it, or its rows built in this thread (a pull that
+        writes, without a worker process), or, to be screened, the screening left to whoever takes the page
+        (``_fetched_ahead``'s consumer, the writer): either way the fetch thread requests the next page meanwhile,
+        and on a re-sync the writer screens a page while the service builds the next one."""
         items = page.items
         if not self.writes:
-            return _screened(self.issue_type, items)
+            return partial(_screened, self.issue_type, items)
         if not self._processes:
             return _prepared(self.issue_type, items)
         if self._pool is None:
@@ -317,19 +321,22 @@ def _pages(
     raise ValueError(f"unknown issue type {issue_type!r}; expected one of {', '.join(ISSUE_TYPES)}")
 
 
-def _fetched_ahead(pages: Iterable[Any], prepare: Callable[[Any], T | Future[T]]) -> Iterator[T]:
+def _fetched_ahead(
+    pages: Iterable[Any], prepare: Callable[[Any], T | Future[T] | Callable[[], T]]
+) -> Iterator[T]:
     """Yield ``prepare(page)`` of each page while a thread fetches and prepares the next one.
 
     The API's time and the decoding overlap the warehouse write (the database drivers release the GIL). One
     page ahead: a page is requested only after the previous one arrived (the pager decides as before; no request
     is added). ``prepare`` may return a future (the worker process's): the thread then fetches the next page while
-    that one is prepared, so at most three pages are held (one written, one prepared, one fetched). An error of
-    the fetch or of ``prepare`` is raised here, in page order; when the consumer stops early, the work in flight
-    is finished and dropped.
+    that one is prepared, so at most three pages are held (one written, one prepared, one fetched); or a function,
+    the preparation left to the consumer: it is called here, in the consumer's thread, while the thread fetches
+    the next page. An error of the fetch or of ``prepare`` is raised here, in page order; when the consumer stops
+    early, the work in flight is finished and dropped.
     """
     iterator = iter(pages)
 
-    def fetch() -> list[T | Future[T]]:
+    def fetch() -> list[T | Future[T] | Callable[[], T]]:
         page = next(iterator, None)
         return [] if page is None else [prepare(page)]
 
@@ -341,7 +348,10 @@ def _fetched_ahead(pages: Iterable[Any], prepare: Callable[[Any], T | Future[T]]
                 return
             ahead = fetcher.submit(fetch)
             page = prepared.pop()
-            yield page.result() if isinstance(page, Future) else page
+            if isinstance(page, Future):
+                yield page.result()
+            else:
+                yield page() if callable(page) else page
             del page  # not held while the next page is awaited
 
 
@@ -442,7 +452,8 @@ def _store_page(
         _note_rejected(result, progress, page.rejected)
     if fresh:
         progress.seen.update(fresh)
-        dates = [date for date in (page.dates if kept is None else [page.dates[at] for at in kept]) if date]
+        every = page.dates
+        dates = [date for date in (every if kept is None else [every[at] for at in kept]) if date]
         newest = max(dates, default=None)
         if newest and newest > latest:  # canonical UTC texts compare as instants
             result.future_dated += sum(1 for date in dates if date > latest)
