@@ -4,6 +4,7 @@ values as in the fetch thread, while a pull writes most of what it reads."""
 from __future__ import annotations
 
 import concurrent.futures.process
+import multiprocessing
 import os
 import threading
 import time
@@ -274,3 +275,27 @@ def test_a_pull_screens_its_pages_unless_the_warehouse_holds_none_of_its_finding
     api.by_id("sast", 7)["status"] = "fixed"
     again = run(api, warehouse, full_refresh=True)["issue_types"]["sast"]
     assert (screened, again["pages"], again["written"]) == (["sast"] * 3, 3, 1)
+
+
+def _prepare_in_this_daemon(queue: Any) -> None:
+    items = page(*(finding(i, minutes_ago=i) for i in range(1, 51)))
+    try:
+        with extraction._Preparer("sast", writes=True) as prepare:
+            prepared = prepare(items)
+            queue.put((isinstance(prepared, Future), len(resolved(prepared).rows)))
+    except Exception as error:  # reported by the test
+        queue.put((type(error).__name__, str(error)))
+
+
+def test_a_daemonic_process_prepares_its_pages_itself() -> None:
+    """A Celery worker runs a task in a daemonic pool process, which may not have children: a pull that writes
+    prepares its pages in its own thread there (the worker process would fail every pull)."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    daemon = context.Process(target=_prepare_in_this_daemon, args=(queue,), daemon=True)
+    daemon.start()
+    try:
+        assert queue.get(timeout=60) == (False, 50)
+    finally:
+        daemon.join(60)
+    assert daemon.exitcode == 0

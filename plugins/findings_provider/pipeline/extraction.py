@@ -214,10 +214,13 @@ def _screened(issue_type: str, items: Sequence[msgspec.Raw | bytes]) -> _Page:
 
 
 def _decode_processes() -> bool:
-    """Whether pages are prepared in a worker process: where the process may run on more than one core, and a
-    child can be forked (the fork is cheap and needs no imports; a spawned child would import the provider, about
-    a second)."""
+    """Whether pages are prepared in a worker process: where the process may run on more than one core, a child
+    can be forked (the fork is cheap and needs no imports; a spawned child would import the provider, about a
+    second), and the process may have children (a Celery worker's pool process is daemonic: it may not)."""
     import multiprocessing  # here, not at the top: a DAG file's parse imports this module (about 25 ms)
+
+    if multiprocessing.current_process().daemon:
+        return False
 
     try:
         cores = len(os.sched_getaffinity(0))

@@ -16,9 +16,10 @@ and changed findings; on PostgreSQL by reading the stored digests of the page's 
 that are new (a plain ``INSERT``) or whose digest differs (the upsert, ``WHERE t.digest IS DISTINCT FROM
 excluded.digest``); an unchanged page costs that lookup only. A finding stored before the digest existed (``digest``
 NULL) counts as changed once: it is written with its digest, keeping its ``synced_at`` when its ``raw`` is
-unchanged. On SQLite the write lock is taken before the lookup; on PostgreSQL a concurrent upsert of the same
-finding may write between the lookup and the write (either one's reading of the service is then kept, as when two
-upserts cross without the lookup).
+unchanged. ``findings_to_write`` answers the same lookup without writing, for a caller that has not built its rows
+yet (the extraction's re-sync builds rows only for the findings it names). On SQLite the write lock is taken
+before the lookup; on PostgreSQL a concurrent upsert of the same finding may write between the lookup and the
+write (either one's reading of the service is then kept, as when two upserts cross without the lookup).
 
 On PostgreSQL a lost connection (the server restarted, or the session was terminated) does not fail an operation
 whose repetition is harmless: upserts, and the warehouse's pipeline state, reads and triage outcome updates
