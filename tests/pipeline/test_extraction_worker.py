@@ -174,6 +174,16 @@ def test_the_worker_process_leaves_when_the_task_process_is_killed() -> None:
             os.kill(worker, signal.SIGKILL)
 
 
+def pages_before_the_error(pages: Any, prepare: Any) -> list[str]:
+    """The pages ``_fetched_ahead`` yields before it raises the ValueError of page 2's preparation (fails if it
+    does not)."""
+    got: list[str] = []
+    with pytest.raises(ValueError, match="page 2 cannot be prepared"):  # noqa: PT012  # the loop is the call
+        for prepared in extraction._fetched_ahead(pages, prepare):
+            got.append(prepared)
+    return got
+
+
 def test_the_next_page_is_fetched_while_the_worker_prepares_one_and_pages_come_in_order() -> None:
     """``_fetched_ahead`` with a worker's futures: page 1 is fetched before page 0's preparation ends (the fetch
     thread does not wait for the worker), the pages are yielded in page order, and a preparation's error is raised
@@ -204,15 +214,7 @@ def test_the_next_page_is_fetched_while_the_worker_prepares_one_and_pages_come_i
             future.set_result(f"page {number}")
         return future
 
-    got: list[str] = []
-
-    def pull() -> None:
-        for prepared in extraction._fetched_ahead(pages(), prepare):
-            got.append(prepared)
-
-    with pytest.raises(ValueError, match="page 2 cannot be prepared"):
-        pull()
-    assert got == ["page 0", "page 1"]
+    assert pages_before_the_error(pages(), prepare) == ["page 0", "page 1"]
 
 
 def test_a_preparation_left_to_the_consumer_runs_in_its_thread_while_the_next_page_is_fetched() -> None:
@@ -241,15 +243,7 @@ def test_a_preparation_left_to_the_consumer_runs_in_its_thread_while_the_next_pa
 
         return later
 
-    got: list[str] = []
-
-    def pull() -> None:
-        for prepared in extraction._fetched_ahead(pages(), prepare):
-            got.append(prepared)
-
-    with pytest.raises(ValueError, match="page 2 cannot be prepared"):
-        pull()
-    assert got == ["page 0", "page 1"]
+    assert pages_before_the_error(pages(), prepare) == ["page 0", "page 1"]
     assert threads == [threading.current_thread().name] * 3
 
 

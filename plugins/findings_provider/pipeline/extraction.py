@@ -253,15 +253,15 @@ class _Preparer:
     most of it (a first load), so that decoding, row building and hashing run on another core than the warehouse
     write.
 
-    A screened page (``_screened``) holds each finding's id, ``relevant_since`` and digest, read at about half the
-    CPU of its row; the rows of the findings the warehouse does not hold with that digest are built once it has
-    said which (``_written``): a re-sync of unchanged findings builds none. The interpreter lock is the limit a
-    thread meets: the fetch thread's Python work and the writer's take turns on it. The process gets a page's items
-    as bytes and returns its rows and digests (pickled: about 8 ms each way for a page of 3000 findings). That
-    transfer is a loss when the main thread has little to do, so ``writes`` (set by the pull after each page: did it
-    write at least half of the findings it had not seen?) sends the next pages to the process (or, where there is
-    none, builds their rows in the thread) or screens them: the first two pages of a pull are screened, unless
-    the warehouse holds none of the issue type's findings (a first load writes all it reads).
+    A screened page (``_screened``) holds each finding's id, ``relevant_since`` and digest, read at about two
+    thirds of the CPU of its row and digest; the rows of the findings the warehouse does not hold with that digest
+    are built once it has said which (``_written``): a re-sync of unchanged findings builds none. The interpreter
+    lock is the limit a thread meets: the writer's Python work and the fetch thread's take turns on it. The process
+    gets a page's items as bytes and returns its rows and digests (pickled: about 8 ms each way for a page of 3000
+    findings). That transfer is a loss when the main thread has little to do, so ``writes`` (set by the pull after
+    each page: did it write at least half of the findings it had not seen?) sends the next pages to the process
+    (or, where there is none, builds their rows in the thread) or screens them: the first two pages of a pull are
+    screened, unless the warehouse holds none of the issue type's findings (a first load writes all it reads).
 
     ``copy_lines`` (a PostgreSQL warehouse): the process formats each row's COPY text line too
     (``finding_copy_lines``), so that the writer copies a new finding without formatting it; the thread does

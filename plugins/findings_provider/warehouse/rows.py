@@ -410,8 +410,9 @@ class ScreenedFindings:
 def screened_findings(
     issue_type: str, items: Sequence[msgspec.Raw | bytes], rejected: list[Rejection]
 ) -> ScreenedFindings:
-    """A page's findings as :class:`ScreenedFindings`: what deciding which findings to write needs, at about half
-    the CPU of :func:`finding_rows` with the digests, most of whose work goes to findings that have not changed.
+    """A page's findings as :class:`ScreenedFindings`: what deciding which findings to write needs, at about two
+    thirds of the CPU of :func:`finding_rows` with the digests (``bench/phases.py``), whose work goes mostly to
+    findings that have not changed.
 
     Each item is decoded for its key columns only (``_KEY_COLUMNS``); its digest is hashed from its bytes (the
     same as :func:`content_digest` of the row's ``raw``). An item that is not ASCII and not UTF-8, that holds a
@@ -420,21 +421,17 @@ def screened_findings(
     values rejected are those of the full path.
     """
     kind = _issue_type(issue_type)
-    text = b"".join(items)
     # the page as a whole first: most pass, and then each item does (a JSON value begins and ends with an ASCII
     # character, so no UTF-8 sequence spans two items)
-    if (text.isascii() or _utf8(text)) and _NUL_ESCAPE(text) is None:
+    if _clean(b"".join(items)):
         try:
             keys = [_key_row(None, _decode_key(item), None) for item in items]
         except msgspec.DecodeError:
             keys = None
-        if keys is not None:
-            ids = [key[1] for key in keys]
-            integers = [value for key in keys for value in key[3:-1] if value is not None]
-            if _in_range(ids) and (not integers or _in_range(integers)):
-                return ScreenedFindings(kind, ids, [key[2] for key in keys], [_bytes_digest(item) for item in items],
-                                        list(items), {})
-    ids = []
+        if keys is not None and _holdable_keys(keys):
+            return ScreenedFindings(kind, [key[1] for key in keys], [key[2] for key in keys],
+                                    [_bytes_digest(item) for item in items], list(items), {})
+    ids: list[int] = []
     dates: list[str | None] = []
     digests: list[int] = []
     kept: list[msgspec.Raw | bytes] = []
@@ -454,26 +451,33 @@ def screened_findings(
     return ScreenedFindings(kind, ids, dates, digests, kept, built)
 
 
+def _clean(text: bytes) -> bool:
+    """Whether JSON text is valid UTF-8 and holds no NUL escape (ASCII, the usual case, is checked in C first)."""
+    return (text.isascii() or _utf8(text)) and _NUL_ESCAPE(text) is None
+
+
+def _holdable_keys(keys: list[Row]) -> bool:
+    """Whether the ``_key_row`` tuples hold usable ids and integers within 64 bits (their min and max, in C)."""
+    ids = [key[1] for key in keys]
+    integers = [value for key in keys for value in key[3:-1] if value is not None]
+    return _in_range(ids) and (not integers or _in_range(integers))
+
+
 def _in_range(values: list[Any]) -> bool:
-    """Whether ``values`` are integers in the 64-bit range, None among them (their min and max, in C)."""
+    """Whether ``values`` are integers in the 64-bit range, None not among them."""
     return bool(values) and None not in values and INT64_MIN <= min(values) and max(values) <= INT64_MAX
 
 
 def _screened_key(item: msgspec.Raw | bytes) -> tuple[int, str | None] | None:
     """A finding's canonical id and ``relevant_since``; None when its row must be built to tell what it holds."""
     data = bytes(item)
-    if not (data.isascii() or _utf8(data)) or _NUL_ESCAPE(data) is not None:
+    if not _clean(data):
         return None
     try:
-        _, ident, date, *integers, _ = _key_row(None, _decode_key(data), None)
+        key = _key_row(None, _decode_key(data), None)
     except msgspec.DecodeError:
         return None
-    if ident is None or not INT64_MIN <= ident <= INT64_MAX:
-        return None
-    for value in integers:
-        if value is not None and not INT64_MIN <= value <= INT64_MAX:
-            return None
-    return ident, date
+    return (key[1], key[2]) if _holdable_keys([key]) else None
 
 
 def _utf8(data: bytes) -> bool:

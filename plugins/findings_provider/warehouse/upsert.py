@@ -142,8 +142,7 @@ class BulkUpserter:
         stored with another digest (or none), each id once (its last position, as the upsert keeps the last of
         duplicates), ascending. One read (the upsert's lookup), no lock: a caller that has not built its rows yet
         builds only these, and the upsert decides again under its lock."""
-        last = {ident: at for at, ident in enumerate(ids)}
-        order = [last[ident] for ident in sorted(last)]
+        order = _last_positions(ids)
         keys = [(issue_type, ids[at]) for at in order]
         ordered = [digests[at] for at in order]
 
@@ -327,7 +326,12 @@ def _unique(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> list
 def _unique_at(table: Table, columns: tuple[str, ...], rows: Sequence[Row]) -> list[int]:
     """The positions in ``rows`` of :func:`_unique`'s rows, in its order."""
     key = itemgetter(*(columns.index(column.name) for column in table.primary_key.columns))
-    last = {key(row): at for at, row in enumerate(rows)}
+    return _last_positions([key(row) for row in rows])
+
+
+def _last_positions(keys: Sequence[Any]) -> list[int]:
+    """The position of each key's last occurrence in ``keys``, in key order (the last of duplicates wins)."""
+    last = {k: at for at, k in enumerate(keys)}
     return [last[k] for k in sorted(last)]
 
 
