@@ -218,6 +218,75 @@ def test_new_copies_are_stored_marked_by_the_rule_before_any_recount(warehouse: 
                                   7: None, 8: None, 9: True, 10: True, 12: first_in_page, 13: None, 14: True, 20: True}
 
 
+def test_a_stored_copy_on_another_branch_detected_again_or_with_another_fingerprint_is_recounted(
+        warehouse: Warehouse) -> None:
+    """An upsert that changes a stored copy's branch, detection time or fingerprint unmarks it, and a counted copy
+    that leaves its fingerprint unmarks the copies it leaves: the recount after the pull ranks both fingerprints."""
+    projects(warehouse, **{"acme/api": "main"})
+    warehouse.upsert_findings([copy(1, "main", 30), copy(2, "dev", 1),  # fp-1: 1 on the primary branch
+                               copy(3, "a", 5, "fp-2"), copy(4, "b", 3, "fp-2"),  # fp-2: 4 the latest
+                               copy(5, "c", 1, "fp-3"), copy(6, "d", 2, "fp-3"),  # fp-3: 5 the latest
+                               copy(7, "e", 1, "fp-4", repository=None), copy(8, "f", 2, "fp-4", repository=None)])
+    with warehouse.engine.begin() as conn:
+        recount(conn)
+    assert counted(warehouse) == {1: True, 2: False, 3: False, 4: True, 5: True, 6: False, 7: True, 8: False}
+    # 2 is found on the primary branch now, detected after 1; 3 is detected again today; 5 and 7 (NULL repository)
+    # have another fingerprint now, leaving 6 and 8 alone in theirs
+    warehouse.upsert_findings([copy(2, "main", 0), copy(3, "a", 0, "fp-2"), copy(5, "c", 1, "fp-2"),
+                               copy(7, "e", 1, "fp-5", repository=None)])
+    assert {i for i, mark in counted(warehouse).items() if mark is None} == {2, 3, 5, 6, 7, 8}
+    with warehouse.engine.begin() as conn:
+        recount(conn)
+    assert counted(warehouse) == {1: False, 2: True, 3: True, 4: False, 5: False, 6: True, 7: True, 8: True}
+    # a copy not counted that leaves its fingerprint leaves the counted one counted
+    warehouse.upsert_findings([copy(4, "b", 3, "fp-6")])
+    assert {i for i, mark in counted(warehouse).items() if mark is None} == {4}
+
+
+def expected_marks(warehouse: Warehouse) -> dict[int, bool]:
+    """The counted marks by the module's rule computed here from the stored copies (``branches.rank``): the best
+    ranked copy of each fingerprint, every copy that is always counted."""
+    from findings_provider.warehouse.branches import always_counted, rank
+    from findings_provider.warehouse.timestamps import utc_text
+
+    with warehouse.engine.connect() as conn:
+        primary = primary_branches(conn)
+        stored = conn.execute(select(findings.c.issue_type, findings.c.id, findings.c.repository_name,
+                                     findings.c.match_based_id, findings.c.ref, findings.c.relevant_since)).all()
+    best: dict[tuple, tuple] = {}
+    for issue_type, ident, repository, fingerprint, ref, since in stored:
+        mine = rank(ref, utc_text(since), int(ident), primary.get(repository))
+        key = (issue_type, repository, fingerprint)
+        best[key] = max(best.get(key, mine), mine)
+    return {int(ident): always_counted(issue_type, fingerprint)
+            or best[(issue_type, repository, fingerprint)] == rank(ref, utc_text(since), int(ident),
+                                                                    primary.get(repository))
+            for issue_type, ident, repository, fingerprint, ref, since in stored}
+
+
+def test_copies_changed_in_every_way_page_by_page_are_exact_after_each_pulls_recount(warehouse: Warehouse) -> None:
+    """Rounds of pulls in which stored copies move to other branches, detection times, fingerprints and
+    repositories (NULL included): after each round's one recount, every mark is the rule's."""
+    import random
+
+    chance = random.Random(91)
+
+    def any_copy(ident: int) -> tuple:
+        return copy(ident, chance.choice(("main", "dev", "feature/x")), chance.choice((0, 1, 2, 5)),
+                    chance.choice((*(f"fp-{n}" for n in range(6)), None)),
+                    repository=chance.choice(("acme/api", "acme/web", None)))
+
+    projects(warehouse, **{"acme/api": "main", "acme/web": "dev"})
+    rows = [any_copy(i) for i in range(1, 91)]
+    for round_ in range(4):
+        for start in range(0, len(rows), 9):
+            warehouse.upsert_findings(rows[start:start + 9])
+        with warehouse.engine.begin() as conn:
+            recount(conn)
+        assert counted(warehouse) == expected_marks(warehouse), f"round {round_}"
+        rows = [any_copy(i) for i in chance.sample(range(1, 91), 30)]
+
+
 @pytest.mark.parametrize("primary", [{}, {"acme/api": "main", "acme/web": "dev"}])
 def test_both_dialects_store_the_same_marks_for_the_same_pages(
         sqlite_engine, postgresql_engine, primary: dict[str, str]) -> None:

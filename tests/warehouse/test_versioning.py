@@ -11,6 +11,8 @@ import threading
 from datetime import date, datetime, timezone
 from pathlib import Path
 
+import msgspec
+import orjson
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -267,6 +269,27 @@ def test_findings_stored_before_the_content_digest_are_written_once_after_the_up
     assert [r[:4] for r in after] == [r[:4] for r in before]
     assert [r.digest for r in after] == [content_digest(r.raw) for r in after]
     assert store.upsert_findings(page) == 0
+
+
+def test_marks_left_stale_by_updates_before_revision_0008_are_recounted_by_the_upgrade(engine):
+    """Before revision 0008 an update that moved a counted copy to another fingerprint left its old fingerprint's
+    copies all marked not counted, and copies without a repository stayed unmarked: the upgrade recounts them."""
+    assert versioning.upgrade(engine, target="0007") == "0007"
+
+    def copy(ident: int, ref: str, since: str, repository: str | None) -> msgspec.Raw:
+        body = {"id": ident, "ref": ref, "relevant_since": since, "match_based_id": "fp", "status": "open"}
+        return msgspec.Raw(orjson.dumps(body if repository is None else {**body, "repository": {"name": repository}}))
+
+    store_findings(engine, {"sast": [copy(1, "dev", "2026-01-01T00:00:00Z", "acme/api"),
+                                     copy(2, "dev", "2026-02-01T00:00:00Z", "acme/api"),
+                                     copy(3, "dev", "2026-01-01T00:00:00Z", None),
+                                     copy(4, "dev", "2026-02-01T00:00:00Z", None)]})
+    with engine.begin() as conn:
+        conn.execute(findings.update().where(findings.c.id.in_([1, 2])).values(counted=False))
+    Warehouse(engine).create_all()
+    with engine.connect() as conn:
+        assert dict(conn.execute(select(findings.c.id, findings.c.counted)).all()) == {
+            1: False, 2: True, 3: False, 4: True}
 
 
 # --- the fast path --------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ ticketed on its own) and marks the counted one:
 - :func:`recount` sets it, writing only the rows whose mark changes; the extraction runs it after its pulls and
   before the day's snapshot, and the read-back after a write runs it too (it may store copies the warehouse did not
   have).
+- A stored copy whose ``RANK_COLUMNS`` change (another branch, detection time or fingerprint) is unmarked by the
+  upsert that changes it (:func:`mark_on_update`), and a copy that leaves a fingerprint while counted (or not marked
+  yet) unmarks the copies it leaves behind (:data:`SQLITE_LEFT_BEHIND`, :func:`left_behind`): the next
+  :func:`recount` then ranks both fingerprints' copies again.
 - :func:`store_projects` is the one writer of ``projects``: a complete listing of the deployment's projects
   replaces the table (the extraction, the ``project_settings`` plan), and the projects the service answered a
   change with replace their own rows (the ``project_settings`` apply); either way in its own transaction,
@@ -29,7 +33,21 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import case, delete, false, func, insert, literal_column, or_, select, true, tuple_, update
+from sqlalchemy import (
+    Select,
+    case,
+    delete,
+    false,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    true,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlalchemy.engine import Connection
 
@@ -58,6 +76,51 @@ def _always_counted(issue_type: Any = findings.c.issue_type, match_based_id: Any
     return or_(issue_type.in_(EVERY_BRANCH_TYPES), match_based_id.is_(None), match_based_id == "")
 
 
+#: The stored columns a copy's ``counted`` mark depends on, besides its issue type (which never changes): its
+#: fingerprint's and its :func:`rank`'s.
+RANK_COLUMNS = ("repository_name", "match_based_id", "ref", "relevant_since")
+
+
+def mark_on_update(target: str, distinct: str) -> str:
+    """The SQL of the ``counted`` mark an upsert's update of a stored copy sets (``target``: the findings table as
+    quoted, the stored row; ``excluded``: the new one; ``distinct``: the dialect's ``IS DISTINCT FROM``): NULL, to be
+    recounted, when one of ``RANK_COLUMNS`` changes, else the stored mark."""
+    differs = " OR ".join(f"{target}.{column} {distinct} excluded.{column}" for column in RANK_COLUMNS)
+    return f"CASE WHEN {differs} THEN NULL ELSE {target}.counted END"
+
+
+#: SQLite: a copy that leaves its fingerprint (another repository or ``match_based_id``) while counted or not marked
+#: yet unmarks the copies marked not counted that it leaves behind, for the next recount (a connection-local
+#: trigger, created as the history one is, on first use by an upsert that updates findings).
+SQLITE_LEFT_BEHIND = (
+    "CREATE TEMP TRIGGER IF NOT EXISTS findings_left_behind AFTER UPDATE OF repository_name, match_based_id "
+    "ON main.findings WHEN old.counted IS NOT 0 AND (old.repository_name IS NOT new.repository_name "
+    "OR old.match_based_id IS NOT new.match_based_id) BEGIN UPDATE findings SET counted = NULL "
+    "WHERE issue_type = old.issue_type AND repository_name IS old.repository_name "
+    "AND match_based_id = old.match_based_id AND counted = 0; END"
+)
+
+
+def left_behind(cursor: Any, stage: str, target: str) -> int:
+    """PostgreSQL: :data:`SQLITE_LEFT_BEHIND`'s rule for the rows staged to update ``target`` (both as quoted), run
+    before the merge; return the copies unmarked. One join of the stage with the stored rows by key finds the
+    fingerprints left by a counted (or unmarked) copy, usually none; each is then one probe of
+    ``ix_findings_fingerprint``."""
+    cursor.execute(
+        f"SELECT DISTINCT o.issue_type, o.repository_name, o.match_based_id FROM {stage} AS s JOIN {target} AS o "
+        "ON o.issue_type = s.issue_type AND o.id = s.id WHERE o.counted IS NOT FALSE "
+        "AND (o.repository_name IS DISTINCT FROM s.repository_name "
+        "OR o.match_based_id IS DISTINCT FROM s.match_based_id)")
+    unmarked = 0
+    for issue_type, repository, match_based_id in cursor.fetchall():
+        cursor.execute(
+            f"UPDATE {target} SET counted = NULL WHERE issue_type = %s AND match_based_id = %s AND counted IS FALSE "
+            f"AND {'repository_name IS NULL' if repository is None else 'repository_name = %s'}",
+            (issue_type, match_based_id) if repository is None else (issue_type, match_based_id, repository))
+        unmarked += int(cursor.rowcount)
+    return unmarked
+
+
 def _fingerprint() -> tuple[Any, Any, Any]:
     return findings.c.issue_type, findings.c.repository_name, findings.c.match_based_id
 
@@ -74,16 +137,27 @@ def recount(conn: Connection, *, everything: bool = False) -> int:
         partition_by=_fingerprint(),
         order_by=(on_primary, findings.c.relevant_since.desc().nulls_last(), findings.c.id.desc()),
     )
-    where = [~_always_counted()]
-    if not everything:
+
+    def ranked_where(*where: Any) -> Select[Any]:
+        return (
+            select(findings.c.issue_type, findings.c.id, case((rank == 1, true()), else_=false()).label("first"))
+            .select_from(findings.outerjoin(projects, projects.c.name == findings.c.repository_name))
+            .where(~_always_counted(), *where)
+        )
+
+    if everything:
+        ranked = ranked_where().subquery("ranked")
+    else:
         unmarked = select(*_fingerprint()).where(findings.c.counted.is_(None)).distinct()
-        where.append(tuple_(*_fingerprint()).in_(unmarked))
-    ranked = (
-        select(findings.c.issue_type, findings.c.id, case((rank == 1, true()), else_=false()).label("first"))
-        .select_from(findings.outerjoin(projects, projects.c.name == findings.c.repository_name))
-        .where(*where)
-        .subquery("ranked")
-    )
+        # a NULL repository is in no IN list: those fingerprints are matched by issue type and match_based_id, in a
+        # window of their own (an OR of the two conditions is planned as a scan of every finding on PostgreSQL)
+        unnamed = (select(findings.c.issue_type, findings.c.match_based_id)
+                   .where(findings.c.counted.is_(None), findings.c.repository_name.is_(None)).distinct())
+        ranked = union_all(
+            ranked_where(tuple_(*_fingerprint()).in_(unmarked)),
+            ranked_where(findings.c.repository_name.is_(None),
+                         tuple_(findings.c.issue_type, findings.c.match_based_id).in_(unnamed)),
+        ).subquery("ranked")
     changed = conn.execute(
         update(findings)
         .values(counted=ranked.c.first)

@@ -43,7 +43,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .branches import Fingerprint, counted_on_insert, marks_on_insert, stored_copies
+from .branches import (
+    SQLITE_LEFT_BEHIND,
+    Fingerprint,
+    counted_on_insert,
+    left_behind,
+    mark_on_update,
+    marks_on_insert,
+    stored_copies,
+)
 from .history import SQLITE_CLEAR, SQLITE_HISTORY_SETUP, SQLITE_SET, postgresql_events
 from .rows import (
     DEPENDENCY_COLUMNS,
@@ -224,7 +232,7 @@ class BulkUpserter:
             cursor.executemany(insert, new)
             written += int(cursor.rowcount)
         if changed:
-            for statement in SQLITE_HISTORY_SETUP:
+            for statement in (*SQLITE_HISTORY_SETUP, SQLITE_LEFT_BEHIND):
                 cursor.execute(statement)
             cursor.execute(SQLITE_SET, (self.run_id, now))
             cursor.executemany(upsert, changed)
@@ -271,6 +279,7 @@ class BulkUpserter:
                                if texts is None else _CopyStream(
                 [texts[at] for at in changed_at], lambda chunk: "".join([line + "\n" for line in chunk])))
             cursor.execute(postgresql_events(_stage(findings), _target(conn, findings)), (now, self.run_id))
+            left_behind(cursor, _stage(findings), _target(conn, findings))
             cursor.execute(merge, (now,))
             written += int(cursor.rowcount)
         return written
@@ -400,11 +409,13 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
     if is_findings:
         updates.append(f"synced_at = CASE WHEN {target}.raw {distinct} excluded.raw THEN excluded.synced_at "
                        f"ELSE {target}.synced_at END")
+        updates.append(f"counted = {mark_on_update(target, distinct)}")
         changed = f"{target}.digest {distinct} excluded.digest"
     else:
         updates.append("synced_at = excluded.synced_at")
         changed = f"{target}.raw {distinct} excluded.raw"
-    # ``counted`` is not in the SET: an update keeps the stored row's mark
+    # an update keeps the stored row's ``counted`` mark unless the copy's rank or fingerprint changes
+    # (``branches.mark_on_update``)
     on_conflict = (f"ON CONFLICT ({', '.join(quote(k) for k in keys)}) DO UPDATE SET {', '.join(updates)} "
                    f"WHERE {changed}")
     if postgres:
