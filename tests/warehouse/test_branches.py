@@ -318,3 +318,31 @@ def test_both_dialects_store_the_same_marks_for_the_same_pages(
     assert marks[0] == marks[1]
     assert recounted[0] == recounted[1]
     assert {False, None} <= set(marks[0][-2].values())  # both cases occur before the recount
+
+
+def test_listings_stored_at_once_by_several_tasks_are_stored_one_after_the_other(engine) -> None:
+    """Two tasks storing the projects listing at once (an extraction beside the ``project_settings`` plan) each
+    replace the table: neither fails on ``projects``' key, and the table holds one listing."""
+    import threading
+
+    Warehouse(engine).create_all()
+    listing = [Project(name=f"acme/{n}", primary_branch="main") for n in range(200)]
+    errors: list[BaseException] = []
+
+    def store(start: threading.Barrier) -> None:
+        start.wait()
+        try:
+            store_projects(Warehouse(engine), listing, now=NOW)
+        except BaseException as error:
+            errors.append(error)
+
+    for _ in range(8):
+        start = threading.Barrier(3)
+        tasks = [threading.Thread(target=store, args=(start,)) for _ in range(3)]
+        for task in tasks:
+            task.start()
+        for task in tasks:
+            task.join()
+    assert errors == []
+    with engine.connect() as conn:
+        assert primary_branches(conn) == {p.name: "main" for p in listing}

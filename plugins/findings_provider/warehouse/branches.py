@@ -61,8 +61,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The key of the transaction-level advisory lock that every PostgreSQL write of findings' copies or marks takes
+#: first (the ASCII of "findings"; :func:`lock_findings`).
+FINDINGS_UPSERT_LOCK = 0x66696E64696E6773
+
 #: The issue type whose findings are counted on every branch.
 EVERY_BRANCH_TYPES = ("secrets",)
+
+
+def lock_findings(conn: Connection) -> None:
+    """Take the findings write lock for the rest of ``conn``'s transaction, as its first statement: the lock every
+    findings upsert takes (``FINDINGS_UPSERT_LOCK`` on PostgreSQL, SQLite's write lock). Stored copies, the projects
+    and the marks are then written by one transaction at a time: two listings stored at once would otherwise both
+    delete the old rows and insert the same new ones (the second fails on ``projects``' key), and a recount could
+    write marks computed before another one's commit."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(FINDINGS_UPSERT_LOCK)))
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def is_counted() -> Any:
@@ -317,12 +333,14 @@ def store_projects(warehouse: Warehouse, listed: Iterable[Project], *, complete:
 
     ``complete``: ``listed`` is the whole listing of the deployment, and replaces ``projects`` (projects no
     longer listed are removed). Otherwise only the rows of the projects given are replaced (the answer of a
-    change to them) and the others are kept. ``now`` (default: the current time) is their ``synced_at``.
+    change to them) and the others are kept. ``now`` (default: the current time) is their ``synced_at``. Under
+    :func:`lock_findings`: listings stored at once are stored one after the other.
     """
     rows = project_rows(listed, now or datetime.now(timezone.utc))
 
     def write() -> dict[str, int]:
         with warehouse.engine.begin() as conn:
+            lock_findings(conn)
             before = primary_branches(conn)
             conn.execute(delete(projects) if complete else
                          delete(projects).where(projects.c.name.in_([r["name"] for r in rows])))

@@ -44,6 +44,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .branches import (
+    FINDINGS_UPSERT_LOCK,
     SQLITE_LEFT_BEHIND,
     Fingerprint,
     counted_on_insert,
@@ -78,9 +79,6 @@ _REF, _RELEVANT_SINCE = FINDING_COLUMNS.index("ref"), FINDING_COLUMNS.index("rel
 #: A ``FINDING_COLUMNS`` row's fingerprint (``branches.Fingerprint``).
 _FINGERPRINT: Callable[[Row], Fingerprint] = itemgetter(*(FINDING_COLUMNS.index(c) for c in (
     "issue_type", "repository_name", "match_based_id")))
-#: The key of the transaction-level advisory lock every PostgreSQL findings upsert takes first (the ASCII of
-#: "findings"): findings upserts run one at a time, so a finding the lookup found new is still new at the COPY.
-FINDINGS_UPSERT_LOCK = 0x66696E64696E6773
 
 
 class BulkUpserter:
@@ -248,12 +246,12 @@ class BulkUpserter:
         ones copied into the staging table, their history recorded, then merged; nothing more when every finding
         is unchanged.
 
-        Findings upserts take ``FINDINGS_UPSERT_LOCK`` before the lookup of the stored digests, so they run one at
-        a time (as SQLite's ``BEGIN IMMEDIATE``): no other upsert can store one of the page's new findings, or a
-        copy of their fingerprints, between the lookup and the ``COPY``. A new row has no stored counterpart, hence
-        no history and no conflict to resolve. ``texts``: the rows' :func:`finding_copy_lines`, if given; each
-        row written is then copied as its line (a new one with the per-write fields, ``synced_at`` and
-        ``counted``), not formatted here.
+        Findings upserts take ``FINDINGS_UPSERT_LOCK`` (``branches.lock_findings``'s) before the lookup of the
+        stored digests, so they run one at a time (as SQLite's ``BEGIN IMMEDIATE``): no other upsert can store one
+        of the page's new findings, or a copy of their fingerprints, between the lookup and the ``COPY``. A new row
+        has no stored counterpart, hence no history and no conflict to resolve. ``texts``: the rows'
+        :func:`finding_copy_lines`, if given; each row written is then copied as its line (a new one with the
+        per-write fields, ``synced_at`` and ``counted``), not formatted here.
         """
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
