@@ -11,8 +11,8 @@ ticketed on its own) and marks the counted one:
   ``match_based_id``) the counted one is the copy on the project's ``primary_branch`` (``projects``), else the one
   detected last (``relevant_since``, NULL oldest), ties by the highest id.
 - :func:`recount` sets it, writing only the rows whose mark changes; the extraction runs it after its pulls and
-  before the day's snapshot, and the read-back after a write runs it too (it may store copies the warehouse did not
-  have).
+  before the day's snapshot. A copy stored unmarked by the re-reads around a write (``pipeline.freshness``) is
+  counted until the next extraction's recount.
 - A stored copy whose ``RANK_COLUMNS`` change (another branch, detection time or fingerprint) is unmarked by the
   upsert that changes it (:func:`mark_on_update`), and a copy that leaves a fingerprint while counted (or not marked
   yet) unmarks the copies it leaves behind (:data:`SQLITE_LEFT_BEHIND`, :func:`left_behind`): the next
