@@ -346,3 +346,15 @@ def test_listings_stored_at_once_by_several_tasks_are_stored_one_after_the_other
     assert errors == []
     with engine.connect() as conn:
         assert primary_branches(conn) == {p.name: "main" for p in listing}
+
+
+def test_the_fingerprints_sent_to_postgresql_as_text_arrays_arrive_unchanged(postgresql_engine) -> None:
+    """``branches._text_array``: quotes, backslashes, commas, braces, blanks, ``NULL`` and non-ASCII text arrive as
+    they were sent (the probe of stored copies matches them by equality)."""
+    from findings_provider.warehouse.branches import _text_array
+
+    cases = [[], ["fp-1"], ['a"b', "c\\d", "", "{x}", "a,b", " padded ", "NULL", 'é\\"', "plain"]]
+    with postgresql_engine.connect() as conn:
+        for values in cases:
+            sent = conn.exec_driver_sql("SELECT CAST(%(a)s AS text[])", {"a": _text_array(values)}).scalar_one()
+            assert sent == values

@@ -274,8 +274,11 @@ def marks_on_insert(new: Sequence[tuple[Fingerprint, str | None, str | None, int
 
 
 def _text_array(values: Iterable[str | None]) -> str:
-    """A PostgreSQL ``text[]`` literal of ``values`` (none NULL: the callers pass only set values)."""
-    return "{" + ",".join('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
+    """A PostgreSQL ``text[]`` literal of ``values`` (none NULL: the callers pass only set values). Each element is
+    quoted, a backslash or double quote in it escaped (most have none: no call)."""
+    quoted = [v if "\\" not in v and '"' not in v else v.replace("\\", "\\\\").replace('"', '\\"')
+              for v in map(str, values)]
+    return '{"' + '","'.join(quoted) + '"}' if quoted else "{}"
 
 
 def stored_copies(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> dict[Fingerprint, StoredCopies]:
@@ -304,9 +307,9 @@ def stored_copies(cursor: Any, target: str, fingerprints: set[Fingerprint]) -> d
         by_type.setdefault(fp[0], []).append(fp)
     for issue_type, group in sorted(by_type.items()):
         named = [fp for fp in group if fp[1] is not None]
-        cursor.execute(sql, {"type": issue_type, "repos": _text_array(fp[1] for fp in named),
-                             "ids": _text_array(fp[2] for fp in named),
-                             "unnamed": _text_array(fp[2] for fp in group if fp[1] is None)})
+        cursor.execute(sql, {"type": issue_type, "repos": _text_array([fp[1] for fp in named]),
+                             "ids": _text_array([fp[2] for fp in named]),
+                             "unnamed": _text_array([fp[2] for fp in group if fp[1] is None])})
         for repository, match_based_id, primary, is_stored, counted, ref, since, ident in cursor.fetchall():
             best = rank(ref, utc_text(since), ident, primary) if counted else None
             found[(issue_type, repository, match_based_id)] = (is_stored, best, primary)

@@ -367,10 +367,14 @@ def _lookup(
     for issue_type, group in groupby(range(len(keys)), key=lambda at: keys[at][0]):
         positions = list(group)
         if postgres:  # the ids as a bigint[] literal: psycopg2's adaptation of a list costs several times more
-            cursor.execute(lookup, ("{" + ",".join([str(keys[at][1]) for at in positions]) + "}", issue_type))
+            ids = [keys[at][1] for at in positions]
+            cursor.execute(lookup, ("{" + ",".join(map(str, ids)) + "}", issue_type))
             stored = dict(cursor.fetchall())
-            for at in positions:
-                before = stored.get(keys[at][1], _MISSING)
+            if not stored:  # none stored (a first load's pages): all new
+                new.extend(positions)
+                continue
+            for at, ident in zip(positions, ids, strict=True):
+                before = stored.get(ident, _MISSING)
                 if before is _MISSING:
                     new.append(at)
                 elif before != digests[at]:
