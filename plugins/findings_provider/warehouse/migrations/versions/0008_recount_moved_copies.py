@@ -1,4 +1,4 @@
-"""findings' counted marks recounted once: copies stored before an update that moved them was recounted.
+"""findings' counted marks recounted once: marks left stale by updates that moved a copy, before this release.
 
 Revision ID: 0008
 Revises: 0007
