@@ -327,7 +327,7 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
         key = "recount_projects" if getattr(timers.in_projects, "active", False) else "recount_after"
         return timers.wrap(key, branches_recount)(*args, **kwargs)
 
-    recount_copies = extraction.recount_copies
+    recount_copies = branches.recount_copies
 
     def timed_recount_copies(*args: Any, **kwargs: Any) -> Any:  # with its commit
         if getattr(timers.in_projects, "active", False):
@@ -355,7 +355,6 @@ def instrumented(timers: Timers, warehouse: Any, *, isolation: bool) -> Iterator
             (extraction, "_decode_processes", (lambda: False) if isolation else extraction._decode_processes),
             (extraction, "_fetched_ahead", sequential if isolation else waited),
             (extraction, "gc", timed_gc),
-            (extraction, "recount", recount),
             (branches, "recount", recount),
             (extraction, "refresh_projects", projects_all),
             (extraction, "recount_copies", timed_recount_copies),

@@ -253,15 +253,13 @@ def expected_marks(warehouse: Warehouse) -> dict[int, bool]:
         primary = primary_branches(conn)
         stored = conn.execute(select(findings.c.issue_type, findings.c.id, findings.c.repository_name,
                                      findings.c.match_based_id, findings.c.ref, findings.c.relevant_since)).all()
+    ranked = {int(ident): ((issue_type, repository, fingerprint), always_counted(issue_type, fingerprint),
+                           rank(ref, utc_text(since), int(ident), primary.get(repository)))
+              for issue_type, ident, repository, fingerprint, ref, since in stored}
     best: dict[tuple, tuple] = {}
-    for issue_type, ident, repository, fingerprint, ref, since in stored:
-        mine = rank(ref, utc_text(since), int(ident), primary.get(repository))
-        key = (issue_type, repository, fingerprint)
+    for key, _, mine in ranked.values():
         best[key] = max(best.get(key, mine), mine)
-    return {int(ident): always_counted(issue_type, fingerprint)
-            or best[(issue_type, repository, fingerprint)] == rank(ref, utc_text(since), int(ident),
-                                                                    primary.get(repository))
-            for issue_type, ident, repository, fingerprint, ref, since in stored}
+    return {ident: always or best[key] == mine for ident, (key, always, mine) in ranked.items()}
 
 
 def test_copies_changed_in_every_way_page_by_page_are_exact_after_each_pulls_recount(warehouse: Warehouse) -> None:

@@ -48,7 +48,7 @@ from findings_provider.client.errors import FindingsApiError
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE, PROJECTS_PAGE_SIZE
 from findings_provider.client.timeutil import parse_timestamp
 from findings_provider.warehouse import FINDING_COLUMNS, Rejection, Warehouse, finding_rows
-from findings_provider.warehouse.branches import lock_findings, recount, store_projects
+from findings_provider.warehouse.branches import recount_copies, store_projects
 from findings_provider.warehouse.indexes import deferred_on_first_load, is_empty
 from findings_provider.warehouse.rows import INT64_MAX, INT64_MIN, ScreenedFindings, finding_digests, screened_findings
 from findings_provider.warehouse.timestamps import utc_text
@@ -709,14 +709,6 @@ def refresh_projects(client: FindingsClient, warehouse: Warehouse, now: datetime
     log.info("projects: %d listed, %d findings' counted copy changed (%.1f s)", stored["projects"],
              stored["recounted"], time.perf_counter() - started)
     return stored
-
-
-def recount_copies(warehouse: Warehouse) -> int:
-    """Mark the counted copy of the findings stored unmarked (``branches.recount``, in a transaction of its own,
-    under ``branches.lock_findings``); return the rows whose mark changed."""
-    with warehouse.engine.begin() as conn:
-        lock_findings(conn)
-        return recount(conn)
 
 
 def _record_reconciled(warehouse: Warehouse, issue_type: str, start: datetime, run_id: str | None) -> None:

@@ -117,9 +117,9 @@ SQLITE_LEFT_BEHIND = (
 )
 
 
-def left_behind(cursor: Any, stage: str, target: str) -> int:
+def left_behind(cursor: Any, stage: str, target: str) -> None:
     """PostgreSQL: :data:`SQLITE_LEFT_BEHIND`'s rule for the rows staged to update ``target`` (both as quoted), run
-    before the merge; return the copies unmarked. One join of the stage with the stored rows by key finds the
+    before the merge. One join of the stage with the stored rows by key finds the
     fingerprints left by a counted (or unmarked) copy, usually none; each is then one probe of
     ``ix_findings_fingerprint``."""
     cursor.execute(
@@ -127,14 +127,11 @@ def left_behind(cursor: Any, stage: str, target: str) -> int:
         "ON o.issue_type = s.issue_type AND o.id = s.id WHERE o.counted IS NOT FALSE "
         "AND (o.repository_name IS DISTINCT FROM s.repository_name "
         "OR o.match_based_id IS DISTINCT FROM s.match_based_id)")
-    unmarked = 0
     for issue_type, repository, match_based_id in cursor.fetchall():
         cursor.execute(
             f"UPDATE {target} SET counted = NULL WHERE issue_type = %s AND match_based_id = %s AND counted IS FALSE "
             f"AND {'repository_name IS NULL' if repository is None else 'repository_name = %s'}",
             (issue_type, match_based_id) if repository is None else (issue_type, match_based_id, repository))
-        unmarked += int(cursor.rowcount)
-    return unmarked
 
 
 def _fingerprint() -> tuple[Any, Any, Any]:
@@ -355,6 +352,20 @@ def store_projects(warehouse: Warehouse, listed: Iterable[Project], *, complete:
     log.info("projects: %d stored%s (primary branches of the counted copies); %d findings recounted",
              stored["projects"], "" if complete else " of those changed", stored["recounted"])
     return stored
+
+
+def recount_copies(warehouse: Warehouse) -> int:
+    """:func:`recount` of the fingerprints with an unmarked copy, in a transaction of its own under
+    :func:`lock_findings` (on PostgreSQL again after a lost connection, as :func:`store_projects`); return the rows
+    whose mark changed. The extraction runs it after its pulls, and instead of :func:`store_projects` when the
+    projects listing failed."""
+
+    def write() -> int:
+        with warehouse.engine.begin() as conn:
+            lock_findings(conn)
+            return recount(conn)
+
+    return warehouse._reconnecting("recounting the counted copies", write)
 
 
 def primary_branches(conn: Connection) -> dict[str, str]:
