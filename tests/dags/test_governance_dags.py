@@ -184,6 +184,7 @@ def test_policy_changes_are_gated_by_the_approval_pattern_of_every_write(dagbag)
 # --- dag.test() against the emulator ----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_dependency_inventory_run_mirrors_the_inventory_and_reports(dagbag, environment, emulator, client):
     emulator.reset()
 
@@ -206,6 +207,7 @@ def test_dependency_inventory_run_mirrors_the_inventory_and_reports(dagbag, envi
     assert html.count("<img") == 2
 
 
+@pytest.mark.integration
 def test_dependency_inventory_exports_the_sboms_after_the_inventory_and_a_failed_one_stays_partial(
         dagbag, environment, emulator, client):
     emulator.reset()
@@ -235,6 +237,7 @@ def test_dependency_inventory_exports_the_sboms_after_the_inventory_and_a_failed
     assert sorted(stored) == sorted([(wanted[0], "failed", None)] + [(i, "completed", "1.6") for i in wanted[1:]])
 
 
+@pytest.mark.integration
 def test_dependency_inventory_sbom_params_choose_the_repositories_or_switch_it_off(dagbag, environment, emulator,
                                                                                    client):
     emulator.reset()
@@ -251,6 +254,7 @@ def test_dependency_inventory_sbom_params_choose_the_repositories_or_switch_it_o
     assert not [r for r in emulator.requests() if r["operation"].startswith("sbom")]
 
 
+@pytest.mark.integration
 def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, environment, emulator, client):
     emulator.reset()
     spec = load_projects_file()
@@ -292,6 +296,7 @@ def test_project_settings_runs_converge_and_a_dry_run_changes_nothing(dagbag, en
     assert writes(emulator.requests(since=seq)) == []
 
 
+@pytest.mark.integration
 def test_project_settings_sets_the_primary_branch_in_the_service_and_the_warehouse(
         dagbag, environment, emulator, client, tmp_path, monkeypatch):
     """A projects file naming a new primary branch: one PATCH of that project, with its managed scans and without
@@ -396,6 +401,7 @@ def stored_changes(warehouse: Warehouse) -> set[tuple]:
         return set(conn.execute(select(c.policy_id, c.rule_path, c.previous_mode, c.new_mode, c.status)).all())
 
 
+@pytest.mark.integration
 def test_policy_tuning_dry_run_proposes_the_expected_rules_and_changes_nothing(
     dagbag, environment, emulator, client, known_proposals
 ):
@@ -420,6 +426,7 @@ def test_policy_tuning_dry_run_proposes_the_expected_rules_and_changes_nothing(
     assert "<img" in html
 
 
+@pytest.mark.integration
 @pytest.mark.approval_in_dag_test
 def test_policy_tuning_rejected_applies_nothing(dagbag, environment, emulator, client, known_proposals):
     modes, _ = known_proposals
@@ -436,6 +443,7 @@ def test_policy_tuning_rejected_applies_nothing(dagbag, environment, emulator, c
     assert stored_changes(environment) == changes_before
 
 
+@pytest.mark.integration
 def test_policy_tuning_with_the_approval_marked_successful_by_hand_applies_nothing(
     dagbag, environment, emulator, client, known_proposals
 ):
@@ -454,6 +462,7 @@ def test_policy_tuning_with_the_approval_marked_successful_by_hand_applies_nothi
     assert stored_changes(environment) == changes_before
 
 
+@pytest.mark.integration
 @pytest.mark.approval_in_dag_test
 def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
     dagbag, environment, emulator, client, known_proposals
@@ -482,6 +491,7 @@ def test_policy_tuning_approved_changes_exactly_the_proposed_rules(
 # --- policy tuning: a retired policy API ------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_policy_tuning_on_a_retired_policy_api_alerts_once_and_stays_green(dagbag, environment, emulator,
                                                                            monkeypatch):
     from findings_provider.alerts import Delivery
