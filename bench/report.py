@@ -193,6 +193,8 @@ CEILING_VARIANTS = {
               "load)",
     "indexes_after": "the same, the secondary indexes built after the last page (included), as the product's first "
                      "load does",
+    "counted": "`indexes_after` plus the product's `counted` mark on each row (`branches.counted_on_insert`) and "
+               "the index it reads kept during the load, as the product's first load does",
     "no_secondary": "the product's table and composite key, no secondary index",
     "unkeyed": "the product's columns, no key and no index (rows appended)",
     "integer_key": "the product's columns and secondary indexes, keyed by `id INTEGER PRIMARY KEY`",

@@ -43,7 +43,7 @@ from common import (
 from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from pulled import ISSUE_TYPES
 from report import write_markdown
-from verdicts import LARGE, SAME_SCHEMA_VARIANTS, TARGETS, verdicts
+from verdicts import ADJACENT_VARIANTS, LARGE, TARGETS, verdicts
 
 # importable: common put the repository's root on sys.path
 from devtools.services import Postgres, configured_postgres
@@ -253,8 +253,8 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
 def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int) -> dict[str, Any]:
     """The product's first load and the SQLite ceilings (``sqlite_ceiling.py``), side by side, against the page
     server (``page_server.py``: the emulator's pages, prebuilt), run by run: the product and the same-schema
-    ceilings (``SAME_SCHEMA_VARIANTS``) next to each other (alternating which goes first), then the other
-    variants."""
+    ceilings with ``counted`` (``ADJACENT_VARIANTS``) next to each other (alternating which goes first), then the
+    other variants."""
     from page_server import PageServerProcess
 
     workdir = runner.workdir
@@ -279,14 +279,14 @@ def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int)
                                     "--variants", ",".join(variants), *(["--check", str(product_db)] if check else []))
 
             # the same-schema ceilings right next to the product (alternating which goes first), the others after
-            same = [v for v in names if v in SAME_SCHEMA_VARIANTS]
+            same = [v for v in names if v in ADJACENT_VARIANTS]
             if run % 2 == 0:
                 run_product()
                 adjacent = run_ceiling(same, check=run == 0)  # the product's rows of this run are there to compare
             else:
                 adjacent = run_ceiling(same)
                 run_product()
-            others = run_ceiling([v for v in names if v not in SAME_SCHEMA_VARIANTS])
+            others = run_ceiling([v for v in names if v not in ADJACENT_VARIANTS])
             ceilings.append({"variants": {**adjacent["variants"], **others["variants"]},
                              "check": adjacent["check"]})
             shown = ", ".join(f"{v} {c['findings_per_s']:,.0f}" for v, c in ceilings[-1]["variants"].items())
@@ -361,7 +361,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "one run takes it several minutes)")
     parser.add_argument("--skip-ceilings", action="store_true",
                         help="leave out the SQLite ceilings against the page server (bench/sqlite_ceiling.py)")
-    parser.add_argument("--ceiling-variants", default="schema,indexes_after,no_secondary,unkeyed,integer_key,"
+    parser.add_argument("--ceiling-variants", default="schema,indexes_after,counted,no_secondary,unkeyed,integer_key,"
                         "without_rowid,minimal,minimal_unkeyed", help="variants of bench/sqlite_ceiling.py")
     parser.add_argument("--skip-dashboard", action="store_true",
                         help="leave out the dashboard pages from a warehouse of the largest N (bench/dashboard.py)")

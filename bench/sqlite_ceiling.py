@@ -15,6 +15,9 @@ file):
 - ``indexes_after``: the same table with its primary key, the secondary indexes created after the last page
   (that time included), built as the product's first load builds them (``warehouse.indexes.build_missing``:
   each in a transaction of its own);
+- ``counted``: ``indexes_after`` plus the product's ``counted`` rule, as its first load applies it: the indexes
+  of ``warehouse.indexes.LOAD_INDEXES`` kept during the load, the projects table for the primary branch, and each
+  row inserted with its mark (``branches.counted_on_insert``, the product's SQL): what the rule costs the ceiling;
 - ``no_secondary``: the same table and key, no secondary index at all (what the secondary indexes cost);
 - ``unkeyed``: the same columns, no key and no index (rows appended): with ``no_secondary``, what the composite
   key's index costs;
@@ -51,7 +54,7 @@ from findings_provider.client.limits import FINDINGS_PAGE_SIZE
 from findings_provider.warehouse.url import apply_sqlite_settings
 from pulled import ISSUE_TYPES
 
-VARIANTS = ("schema", "indexes_after", "no_secondary", "unkeyed", "integer_key", "without_rowid", "minimal",
+VARIANTS = ("schema", "indexes_after", "counted", "no_secondary", "unkeyed", "integer_key", "without_rowid", "minimal",
             "minimal_unkeyed")
 
 
@@ -242,6 +245,26 @@ def product_ddl() -> tuple[str, list[str]]:
     return table, indexes
 
 
+def counted_setup(table: str, insert_columns: list[str]) -> tuple[list[str], str, list[str]]:
+    """The ``counted`` variant's statements before the load (the table, the projects table, the indexes a first
+    load keeps), its insert (each row with the product's mark) and the indexes built after the load."""
+    from findings_provider.warehouse.branches import counted_on_insert
+    from findings_provider.warehouse.indexes import LOAD_INDEXES, deferrable_indexes
+    from findings_provider.warehouse.schema import findings, projects
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    dialect = sqlite.dialect()
+    kept = [str(CreateIndex(index).compile(dialect=dialect)).strip()
+            for index in sorted(findings.indexes, key=lambda i: i.name or "") if index.name in LOAD_INDEXES]
+    after = [str(CreateIndex(index).compile(dialect=dialect)).strip() for index in deferrable_indexes()]
+    mark_columns = ("issue_type", "repository_name", "match_based_id", "ref", "relevant_since", "id")
+    mark = counted_on_insert("findings", *(f"?{insert_columns.index(c) + 1}" for c in mark_columns))
+    insert = (f"INSERT INTO findings ({', '.join(insert_columns)}, counted) "
+              f"VALUES ({', '.join('?' * len(insert_columns))}, {mark})")
+    return [table, str(CreateTable(projects).compile(dialect=dialect)).strip(), *kept], insert, after
+
+
 def setup(variant: str) -> tuple[list[str], str, list[str], Callable[..., list[tuple[Any, ...]]]]:
     """(statements before the load, the insert, statements after the load, the row builder) of ``variant``."""
     from findings_provider.warehouse import FINDING_COLUMNS
@@ -253,6 +276,9 @@ def setup(variant: str) -> tuple[list[str], str, list[str], Callable[..., list[t
         return [table, *indexes], insert, [], schema_rows
     if variant == "indexes_after":
         return [table], insert, indexes, schema_rows
+    if variant == "counted":
+        before, marked, after = counted_setup(table, columns)
+        return before, marked, after, schema_rows
     if variant == "no_secondary":
         return [table], insert, [], schema_rows
     if variant == "unkeyed":

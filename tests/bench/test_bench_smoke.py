@@ -53,7 +53,7 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
     ceiling = size["sqlite_ceiling"]  # the product and the SQLite ceilings against the page server
     assert ceiling["product_first_load"]["findings"] == size["findings"]
     assert ceiling["check"]["equal"]  # the same-schema ceiling stores the product's rows
-    assert set(ceiling["variants"]) == {"schema", "indexes_after", "no_secondary", "unkeyed", "integer_key",
+    assert set(ceiling["variants"]) == {"schema", "indexes_after", "counted", "no_secondary", "unkeyed", "integer_key",
                                         "without_rowid", "minimal", "minimal_unkeyed"}
     for variant in ceiling["variants"].values():
         assert variant["findings"] == size["findings"]
