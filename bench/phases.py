@@ -32,7 +32,7 @@ re-implemented): the client's request (``FindingsClient._call``: HTTP plus the p
 isolation the canonical form, the msgspec decode of each item into the canonical reader's struct, is timed again on
 the side to split the two: that second decode is the measurement's, not the product's, and its seconds are in the
 wall and in the pull loop's row), ``Warehouse.findings_to_write``, ``ScreenedFindings.rows``,
-``Warehouse.upsert_findings`` with each statement of its DBAPI cursor classified by its text (the write lock, the
+``Warehouse.upsert_findings`` with each statement of its DBAPI cursors classified by its text (the write lock, the
 history context and trigger setup, the lookup of the stored digests, the plain ``INSERT``, the upsert of changed
 rows with the history trigger; PostgreSQL: the advisory lock, the lookup of the new rows' fingerprints, the COPY
 text formatting, the ``COPY`` of new rows into ``findings``, and for changed rows the staging table, its ``COPY``,

@@ -70,14 +70,18 @@ EVERY_BRANCH_TYPES = ("secrets",)
 
 
 def lock_findings(conn: Connection) -> None:
-    """Take the findings write lock for the rest of ``conn``'s transaction, as its first statement: the lock every
-    findings upsert takes (``FINDINGS_UPSERT_LOCK`` on PostgreSQL, SQLite's write lock). Stored copies, the projects
-    and the marks are then written by one transaction at a time: two listings stored at once would otherwise both
-    delete the old rows and insert the same new ones (the second fails on ``projects``' key), and a recount could
-    write marks computed before another one's commit."""
+    """Take the findings write lock for the rest of ``conn``'s transaction, before its first read: the lock of every
+    findings upsert (``.upsert``), the listing of projects and the recount (``FINDINGS_UPSERT_LOCK`` on PostgreSQL,
+    SQLite's write lock: ``BEGIN IMMEDIATE``, unless the driver began the transaction already). Stored copies, the
+    projects and the marks are then written by one transaction at a time: two listings stored at once would
+    otherwise both delete the old rows and insert the same new ones (the second fails on ``projects``' key), a
+    recount could write marks computed before another one's commit, and an upsert could store a finding another
+    one stored between its lookup and its write."""
     if conn.dialect.name == "postgresql":
         conn.execute(select(func.pg_advisory_xact_lock(FINDINGS_UPSERT_LOCK)))
-    else:
+        return
+    driver = conn.connection.driver_connection
+    if driver is None or not driver.in_transaction:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 

@@ -44,11 +44,11 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .branches import (
-    FINDINGS_UPSERT_LOCK,
     SQLITE_LEFT_BEHIND,
     Fingerprint,
     counted_on_insert,
     left_behind,
+    lock_findings,
     mark_on_update,
     marks_on_insert,
     stored_copies,
@@ -216,12 +216,11 @@ class BulkUpserter:
         With the history trigger on the table, SQLite's ``INSERT ... ON CONFLICT DO UPDATE`` costs about twice the
         CPU of a plain ``INSERT`` even for rows that do not conflict (the first load's figures before and after are
         in ``CHANGELOG.md``), so the new rows skip it. The write lock is taken before the lookup of the stored
-        digests (``BEGIN IMMEDIATE``): no other writer can store or change one of the page's findings in between.
+        digests (``branches.lock_findings``: ``BEGIN IMMEDIATE``): no other writer can store or change one of the
+        page's findings in between.
         """
         lookup, insert, upsert = self._sql(conn, findings, FINDING_COLUMNS)
-        driver = conn.connection.driver_connection
-        if driver is None or not driver.in_transaction:
-            cursor.execute("BEGIN IMMEDIATE")
+        lock_findings(conn)
         new_at, changed_at = _lookup(cursor, lookup, False, _keys(unique), digests)
         new = [(*unique[at], digests[at], now) for at in new_at]
         changed = [(*unique[at], digests[at], now) for at in changed_at]
@@ -246,7 +245,7 @@ class BulkUpserter:
         ones copied into the staging table, their history recorded, then merged; nothing more when every finding
         is unchanged.
 
-        Findings upserts take ``FINDINGS_UPSERT_LOCK`` (``branches.lock_findings``'s) before the lookup of the
+        Findings upserts take the findings write lock (``branches.lock_findings``) before the lookup of the
         stored digests, so they run one at a time (as SQLite's ``BEGIN IMMEDIATE``): no other upsert can store one
         of the page's new findings, or a copy of their fingerprints, between the lookup and the ``COPY``. A new row
         has no stored counterpart, hence no history and no conflict to resolve. ``texts``: the rows'
@@ -254,7 +253,7 @@ class BulkUpserter:
         per-write fields, ``synced_at`` and ``counted``), not formatted here.
         """
         lookup, copy_new, create_stage, copy, merge = self._sql(conn, findings, FINDING_COLUMNS)
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (FINDINGS_UPSERT_LOCK,))
+        lock_findings(conn)
         new_at, changed_at = _lookup(cursor, lookup, True, _keys(unique), digests)
         written = 0
         if new_at:
