@@ -6,16 +6,19 @@ extracting process's only. A child writes one JSON object to the path given by `
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import math
 import os
 import platform
 import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
@@ -33,6 +36,14 @@ NAIVE_PAGE_SIZE = 100
 
 
 # --- inside a child ----------------------------------------------------------------------------------------------
+
+
+def scratch_airflow_home() -> None:
+    """Give this process an empty ``AIRFLOW_HOME`` of its own, removed when it exits, unless one is set."""
+    if "AIRFLOW_HOME" not in os.environ:
+        home = tempfile.mkdtemp(prefix="bench-airflow-home-")
+        atexit.register(shutil.rmtree, home, True)
+        os.environ["AIRFLOW_HOME"] = home
 
 
 def emulator_arguments(parser: Any, *, deployment_id: bool = True) -> None:

@@ -24,11 +24,10 @@ import compileall
 import gc
 import importlib.util
 import os
-import tempfile
 import time
 from pathlib import Path
 
-from common import PROJECT_DIR, write_json
+from common import PROJECT_DIR, scratch_airflow_home, write_json
 
 
 def compile_bytecode(dag_file: Path) -> None:
@@ -47,7 +46,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     path = Path(args.file).resolve()
-    os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-home-"))
+    scratch_airflow_home()
     os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(path.parent))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 

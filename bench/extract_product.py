@@ -16,7 +16,6 @@ import argparse
 import gc
 import json
 import os
-import tempfile
 import time
 from collections import Counter
 from typing import Any
@@ -29,6 +28,7 @@ from common import (
     emulator_arguments,
     peak_rss_mb,
     reset_database,
+    scratch_airflow_home,
     write_json,
 )
 
@@ -84,7 +84,7 @@ def main() -> None:
         "extra": {"deployment_slug": args.slug, "deployment_id": args.deployment_id},
     })
     os.environ["AIRFLOW_CONN_FINDINGS_WAREHOUSE_DEFAULT"] = args.database_url
-    os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="bench-airflow-home-"))
+    scratch_airflow_home()
 
     started = time.perf_counter()
     import httpx
