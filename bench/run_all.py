@@ -278,7 +278,8 @@ def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int)
                 return runner.child("sqlite_ceiling.py", *base, "--database-path", str(ceiling_db),
                                     "--variants", ",".join(variants), *(["--check", str(product_db)] if check else []))
 
-            # the same-schema ceilings right next to the product (alternating which goes first), the others after
+            # the same-schema ceilings and `counted` right next to the product (alternating which goes first), the
+            # others after
             same = [v for v in names if v in ADJACENT_VARIANTS]
             if run % 2 == 0:
                 run_product()

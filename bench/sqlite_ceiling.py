@@ -232,37 +232,34 @@ def ahead(source: Iterator[Any], build: Callable[[Any], Any]) -> Iterator[Any]:
 # --- the tables -------------------------------------------------------------------------------------------------
 
 
+def _ddl(element: Any) -> str:
+    """The SQLite DDL of a ``CreateTable`` or ``CreateIndex`` of the product's metadata."""
+    from sqlalchemy.dialects import sqlite
+
+    return str(element.compile(dialect=sqlite.dialect())).strip()
+
+
 def product_ddl() -> tuple[str, list[str]]:
     """``CREATE TABLE findings`` and its ``CREATE INDEX`` statements, compiled from the product's metadata."""
     from findings_provider.warehouse.schema import findings
-    from sqlalchemy.dialects import sqlite
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    dialect = sqlite.dialect()
-    table = str(CreateTable(findings).compile(dialect=dialect)).strip()
-    indexes = [str(CreateIndex(index).compile(dialect=dialect)).strip()
-               for index in sorted(findings.indexes, key=lambda i: i.name or "")]
-    return table, indexes
+    indexes = sorted(findings.indexes, key=lambda i: i.name or "")
+    return _ddl(CreateTable(findings)), [_ddl(CreateIndex(index)) for index in indexes]
 
 
 def counted_setup(table: str, insert_columns: list[str]) -> tuple[list[str], str, list[str]]:
     """The ``counted`` variant's statements before the load (the table, the projects table, the indexes a first
-    load keeps), its insert (each row with the product's mark) and the indexes built after the load."""
-    from findings_provider.warehouse.branches import counted_on_insert
+    load keeps), its insert (the product's: each row with its mark) and the indexes built after the load (the
+    product's deferred ones)."""
+    from findings_provider.warehouse.branches import marked_insert
     from findings_provider.warehouse.indexes import LOAD_INDEXES, deferrable_indexes
     from findings_provider.warehouse.schema import findings, projects
-    from sqlalchemy.dialects import sqlite
     from sqlalchemy.schema import CreateIndex, CreateTable
 
-    dialect = sqlite.dialect()
-    kept = [str(CreateIndex(index).compile(dialect=dialect)).strip()
-            for index in sorted(findings.indexes, key=lambda i: i.name or "") if index.name in LOAD_INDEXES]
-    after = [str(CreateIndex(index).compile(dialect=dialect)).strip() for index in deferrable_indexes()]
-    mark_columns = ("issue_type", "repository_name", "match_based_id", "ref", "relevant_since", "id")
-    mark = counted_on_insert("findings", *(f"?{insert_columns.index(c) + 1}" for c in mark_columns))
-    insert = (f"INSERT INTO findings ({', '.join(insert_columns)}, counted) "
-              f"VALUES ({', '.join('?' * len(insert_columns))}, {mark})")
-    return [table, str(CreateTable(projects).compile(dialect=dialect)).strip(), *kept], insert, after
+    kept = [_ddl(CreateIndex(index)) for index in findings.indexes if index.name in LOAD_INDEXES]
+    return ([table, _ddl(CreateTable(projects)), *kept], marked_insert("findings", insert_columns),
+            [_ddl(CreateIndex(index)) for index in deferrable_indexes()])
 
 
 def setup(variant: str) -> tuple[list[str], str, list[str], Callable[..., list[tuple[Any, ...]]]]:

@@ -145,3 +145,31 @@ def test_phases_accounts_for_a_first_load_and_a_resync(tmp_path: Path) -> None:
                 assert phases["wait"] > 0, (backend, name)
         table = ("SQLite" if backend == "sqlite" else "PostgreSQL") + ": seconds per 100,000 findings"
         assert table in completed.stdout
+
+
+def test_a_benchmark_child_removes_the_airflow_home_it_made_and_keeps_a_given_one(tmp_path: Path) -> None:
+    """``common.scratch_airflow_home``: a child without ``AIRFLOW_HOME`` works in a new empty one, gone when it
+    exits; a child given one uses it, keeps it, and makes none."""
+    scratch = tmp_path / "tmp"  # where the child's temporary directories go
+    scratch.mkdir()
+    script = ("import os, common; common.scratch_airflow_home(); home = os.environ['AIRFLOW_HOME']; "
+              "print(home, os.path.isdir(home) and not os.listdir(home))")
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": os.pathsep.join(
+        [str(PROJECT / "bench"), str(PROJECT / "plugins"), str(PROJECT / "include")])}
+    env.pop("AIRFLOW_HOME", None)
+
+    def child(**extra: str) -> tuple[str, str]:
+        out = subprocess.run([sys.executable, "-c", script], env={**env, **extra}, capture_output=True, text=True,
+                             check=True, timeout=120).stdout.split()
+        return out[0], out[1]
+
+    made, empty = child()
+    assert Path(made).parent == scratch
+    assert empty == "True"
+    assert not Path(made).exists()
+    given = tmp_path / "given-home"
+    given.mkdir()
+    home, empty = child(AIRFLOW_HOME=str(given))
+    assert (home, empty) == (str(given), "True")
+    assert given.is_dir()
+    assert list(scratch.iterdir()) == []

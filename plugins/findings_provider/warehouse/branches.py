@@ -240,6 +240,20 @@ def counted_on_insert(target: str, issue_type: str, repository: str, match_based
     return f"CASE WHEN {always} THEN 1 WHEN NOT {stored} THEN 1 WHEN {outranked} THEN 0 ELSE NULL END"
 
 
+#: The columns of a new row whose values its mark reads, in :func:`counted_on_insert`'s order of arguments.
+MARK_COLUMNS = ("issue_type", "repository_name", "match_based_id", "ref", "relevant_since", "id")
+
+
+def marked_insert(target: str, columns: Sequence[str], quote: Callable[[str], str] = str) -> str:
+    """SQLite: the ``INSERT`` of new finding rows, one positional parameter per name of ``columns`` (quoted by
+    ``quote``; ``MARK_COLUMNS`` among them), each row with its ``counted`` mark (:func:`counted_on_insert`, which
+    reads the row's own parameters again by number: ``?N`` is the N-th column). ``target``: the findings table as
+    quoted."""
+    mark = counted_on_insert(target, *(f"?{list(columns).index(c) + 1}" for c in MARK_COLUMNS))
+    return (f"INSERT INTO {target} ({', '.join(quote(c) for c in columns)}, counted) "
+            f"VALUES ({', '.join('?' * len(columns))}, {mark})")
+
+
 def marks_on_insert(new: Sequence[tuple[Fingerprint, str | None, str | None, int]],
                     stored: Callable[[set[Fingerprint]], Mapping[Fingerprint, StoredCopies]]) -> list[bool | None]:
     """The ``counted`` marks new finding rows are inserted with, in order of ``new`` (each row's fingerprint,

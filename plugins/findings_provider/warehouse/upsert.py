@@ -46,10 +46,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from .branches import (
     SQLITE_LEFT_BEHIND,
     Fingerprint,
-    counted_on_insert,
     left_behind,
     lock_findings,
     mark_on_update,
+    marked_insert,
     marks_on_insert,
     stored_copies,
 )
@@ -451,11 +451,7 @@ def _upsert_sql(conn: Connection, table: Table, columns: tuple[str, ...]) -> tup
               f"FROM json_each(?2) AS k LEFT JOIN {target} AS f "
               f"ON f.{first} = ?1 AND f.{second} = json_extract(k.value, '$[0]') "
               f"WHERE f.{second} IS NULL OR f.digest IS NOT json_extract(k.value, '$[1]')")
-    # a new finding's mark reads the row's own parameters again by number (?N is the N-th column)
-    mark_columns = ("issue_type", "repository_name", "match_based_id", "ref", "relevant_since", "id")
-    mark = counted_on_insert(target, *(f"?{columns.index(c) + 1}" for c in mark_columns))
-    insert = f"INSERT INTO {target} ({names}, synced_at, counted) VALUES ({placeholders}, {mark})"
-    return (lookup, insert, upsert)
+    return (lookup, marked_insert(target, (*written, "synced_at"), quote), upsert)
 
 
 #: Rows formatted per read of a :class:`_CopyStream` (about 0.5 MB of findings' COPY text).
