@@ -35,6 +35,10 @@ RUNNER = textwrap.dedent(
     from datetime import timedelta
     from airflow.dag_processing.dagbag import DagBag
 
+    sys.path.insert(0, os.environ["FINDINGS_TESTS_PATH"])
+    from airflow_version import share_the_in_process_execution_api
+    share_the_in_process_execution_api()
+
     for line in sys.stdin:
         command = json.loads(line)
         os.environ.update(command.get("env") or {})
@@ -49,7 +53,6 @@ RUNNER = textwrap.dedent(
                     task.retry_delay = timedelta(seconds=0)
             approver = None
             if command.get("answer"):
-                sys.path.insert(0, command["tests_path"])
                 from hitl import Approver
                 approver = Approver(dag.dag_id, command["answer"]["task_id"], command["answer"]["choice"])
                 approver.start()
@@ -126,7 +129,7 @@ class Stack:
         """
         tally(f"dag_runs.{self.suite}.{dag_id}")
         command = {"dag_id": dag_id, "path": str(DAGS / f"{dag_id}.py"), "conf": conf, "env": env or {},
-                   "retries": retries, "mark_success": mark_success, "tests_path": str(ROOT / "tests"),
+                   "retries": retries, "mark_success": mark_success,
                    "answer": {"task_id": answer[0], "choice": answer[1]} if answer else None}
         assert self.process.stdin
         assert self.process.stdout
@@ -193,6 +196,7 @@ def dag_stack(work: Path, emulator: EmulatorProcess, *, config: dict[str, Any] |
         "FINDINGS_PIPELINE_CONFIG": str(config_path),
         "FINDINGS_REPORT_DIR": str(reports),
         "PYTHONUNBUFFERED": "1",
+        "FINDINGS_TESTS_PATH": str(ROOT / "tests"),
     }
     subprocess.run([str(Path(PYTHON).parent / "airflow"), "db", "migrate"], env=env, check=True,
                    capture_output=True, timeout=300)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk import CronTriggerTimetable
+from airflow_version import share_the_in_process_execution_api
 from findings_provider.assets import DEPENDENCIES, POLICY_RULES
 from findings_provider.config import load_pipeline_config, load_projects_file
 from findings_provider.names import API_POOL, GOVERNANCE_DAGS
@@ -62,6 +63,7 @@ def environment(emulator, tmp_path_factory) -> Iterator[Warehouse]:
         from airflow.utils.db import initdb
 
         initdb()
+        share_the_in_process_execution_api()
         warehouse = make_warehouse(path)
         yield warehouse
         warehouse.engine.dispose()
