@@ -19,6 +19,9 @@ from typing import Any
 
 from present import present
 
+#: Seconds an answered task may stay awaiting input before :class:`Approver` resumes it again.
+RESUBMIT_AFTER = 2.0
+
 
 class Approver(threading.Thread):
     """Answers ``task_id`` of ``dag_id`` with ``choice`` once it waits for input (Reject after ``timeout``)."""
@@ -43,19 +46,20 @@ class Approver(threading.Thread):
         awaiting = getattr(TaskInstanceState, "AWAITING_INPUT", None)
         waiting_state = awaiting or TaskInstanceState.DEFERRED
         deadline = time.monotonic() + self.timeout
+        answered: Any = None  # the id of the task instance answered, once it is
+        submitted = 0.0
         while not self.done.is_set():
             with create_session() as session:
-                ti = session.scalars(
-                    select(TaskInstance).where(
-                        TaskInstance.dag_id == self.dag_id,
-                        TaskInstance.task_id == self.task_id,
-                        TaskInstance.state == waiting_state,
-                    )
-                ).first()
+                query = select(TaskInstance).where(TaskInstance.state == waiting_state)
+                if answered is None:
+                    query = query.where(TaskInstance.dag_id == self.dag_id, TaskInstance.task_id == self.task_id)
+                else:
+                    query = query.where(TaskInstance.id == answered)
+                ti = session.scalars(query).first()
                 detail = None
                 if ti is not None:
                     detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one_or_none()
-                if detail is not None:
+                if detail is not None and answered is None:
                     self.asked = {"subject": detail.subject, "body": detail.body, "options": detail.options}
                     # on timeout answer Reject anyway, so a broken run cannot hang the test session
                     choice = self.choice if time.monotonic() < deadline else "Reject"
@@ -63,11 +67,22 @@ class Approver(threading.Thread):
                     detail.responded_at = timezone.utcnow()
                     detail.chosen_options = [choice]
                     detail.params_input = {}
-                    if awaiting is not None:
-                        handle_event_submit(
-                            TriggerEvent(detail.as_resume_event_payload()), task_instance=present(ti), session=session
-                        )
-                    return
+                    answered, submitted = present(ti).id, time.monotonic()
+                    if awaiting is None:
+                        return  # 3.2: the trigger reads the response
+                    handle_event_submit(
+                        TriggerEvent(detail.as_resume_event_payload()), task_instance=present(ti), session=session
+                    )
+                elif detail is not None and time.monotonic() - submitted > RESUBMIT_AFTER:
+                    # 3.3: answered and resumed, then parked again. The task asks for input through the execution
+                    # API; dag.test() sets the state the run ended in (awaiting_input) on the task instance once
+                    # the run returns (``_run_task``: ``ti.set_state``), so an answer that lands in between is
+                    # overwritten and dag.test() waits for good. Resume it again with the same response; a task
+                    # that resumed is no longer awaiting input.
+                    handle_event_submit(
+                        TriggerEvent(detail.as_resume_event_payload()), task_instance=present(ti), session=session
+                    )
+                    submitted = time.monotonic()
             time.sleep(0.2)
 
 

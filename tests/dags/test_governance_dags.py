@@ -39,6 +39,10 @@ from hitl import run_with_answer as answered
 from present import present
 from sqlalchemy import select
 
+#: A guard against a hang, not a speed target: a ``dag.test()`` run waiting for an answer that never resumes it would
+#: otherwise hold its worker until CI's own limit.
+pytestmark = pytest.mark.timeout(900)
+
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
 APPROVAL_TASK = "approve_policy_changes"
