@@ -36,7 +36,7 @@ def share_the_in_process_execution_api() -> None:
 
     ``dag.test()`` runs each task against an Execution API app in the same process. 3.3 builds that app once per
     process (``functools.lru_cache`` on ``supervisor.in_process_api_server``); 3.2 builds a new one for every task
-    (Cadwyn's versioned routers and their pydantic schemas: about a second of CPU) and starts an event-loop thread
+    (Cadwyn's versioned routers and their pydantic schemas: seconds of CPU) and starts an event-loop thread
     for each that it never stops. Called before the suites' ``dag.test()`` runs, it caches 3.2's the same way, so a
     DAG run's CPU on 3.2 is its tasks' own. On 3.3 it changes nothing. What a task does is unchanged: the app, its
     routes and its overrides are the ones 3.2 builds, made once.

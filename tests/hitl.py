@@ -47,7 +47,7 @@ class Approver(threading.Thread):
         waiting_state = awaiting or TaskInstanceState.DEFERRED
         deadline = time.monotonic() + self.timeout
         answered: Any = None  # the id of the task instance answered, once it is
-        submitted = 0.0
+        submitted: float | None = None  # when it was last resumed (time.monotonic())
         while not self.done.is_set():
             with create_session() as session:
                 query = select(TaskInstance).where(TaskInstance.state == waiting_state)
@@ -67,18 +67,15 @@ class Approver(threading.Thread):
                     detail.responded_at = timezone.utcnow()
                     detail.chosen_options = [choice]
                     detail.params_input = {}
-                    answered, submitted = present(ti).id, time.monotonic()
+                    answered = present(ti).id
                     if awaiting is None:
                         return  # 3.2: the trigger reads the response
-                    handle_event_submit(
-                        TriggerEvent(detail.as_resume_event_payload()), task_instance=present(ti), session=session
-                    )
-                elif detail is not None and time.monotonic() - submitted > RESUBMIT_AFTER:
-                    # 3.3: answered and resumed, then parked again. The task asks for input through the execution
-                    # API; dag.test() sets the state the run ended in (awaiting_input) on the task instance once
-                    # the run returns (``_run_task``: ``ti.set_state``), so an answer that lands in between is
-                    # overwritten and dag.test() waits for good. Resume it again with the same response; a task
-                    # that resumed is no longer awaiting input.
+                # 3.3: resume it, and again if it is still awaiting input after RESUBMIT_AFTER seconds. The task
+                # asks for input through the execution API; dag.test() sets the state the run ended in
+                # (awaiting_input) on the task instance once the run returns (``_run_task``: ``ti.set_state``), so
+                # an answer that lands in between is overwritten and dag.test() would wait for good. A task that
+                # resumed is no longer awaiting input.
+                if detail is not None and (submitted is None or time.monotonic() - submitted > RESUBMIT_AFTER):
                     handle_event_submit(
                         TriggerEvent(detail.as_resume_event_payload()), task_instance=present(ti), session=session
                     )

@@ -249,7 +249,8 @@ def marked_insert(target: str, columns: Sequence[str], quote: Callable[[str], st
     ``quote``; ``MARK_COLUMNS`` among them), each row with its ``counted`` mark (:func:`counted_on_insert`, which
     reads the row's own parameters again by number: ``?N`` is the N-th column). ``target``: the findings table as
     quoted."""
-    mark = counted_on_insert(target, *(f"?{list(columns).index(c) + 1}" for c in MARK_COLUMNS))
+    number = {column: at for at, column in enumerate(columns, start=1)}
+    mark = counted_on_insert(target, *(f"?{number[c]}" for c in MARK_COLUMNS))
     return (f"INSERT INTO {target} ({', '.join(quote(c) for c in columns)}, counted) "
             f"VALUES ({', '.join('?' * len(columns))}, {mark})")
 
