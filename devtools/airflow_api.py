@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+#: Times a trigger is sent when its answer is lost (``AirflowApi.trigger``), and the seconds between them.
+TRIGGER_ATTEMPTS = 3
+TRIGGER_RETRY_DELAY = 2.0
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
@@ -238,13 +243,28 @@ class AirflowApi:
 
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None, run_id: str | None = None,
                 note: str | None = None) -> dict[str, Any]:
-        """``POST /api/v2/dags/{dag_id}/dagRuns`` with ``logical_date: null`` (a manual run, "now")."""
-        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
-        if run_id:
-            body["dag_run_id"] = run_id
+        """``POST /api/v2/dags/{dag_id}/dagRuns`` with ``logical_date: null`` (a manual run, "now").
+
+        A trigger whose answer is lost (no answer in time, or a 5xx: Airflow's API server answers 500 when its
+        action log cannot take a SQLite metadata database's write lock in time, ``devtools.stack``) may have
+        created the run or not: it is sent again with the same run id (one is made when none is given), up to
+        ``TRIGGER_ATTEMPTS`` times in all, and a 409 to a repeat means the lost one created it: that run is
+        returned. So a trigger creates at most one run."""
+        run_id = run_id or f"manual__{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())}_{uuid.uuid4().hex[:8]}"
+        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}, "dag_run_id": run_id}
         if note:
             body["note"] = note
-        return self.request("POST", f"/api/v2/dags/{quote(dag_id)}/dagRuns", json=body).json()
+        path = f"/api/v2/dags/{quote(dag_id)}/dagRuns"
+        for attempt in range(1, TRIGGER_ATTEMPTS + 1):
+            try:
+                r = self.request("POST", path, json=body, expect=(200, 409) if attempt > 1 else (200,))
+            except (httpx.TimeoutException, ApiError) as error:
+                if attempt == TRIGGER_ATTEMPTS or (isinstance(error, ApiError) and error.status_code < 500):
+                    raise
+                time.sleep(TRIGGER_RETRY_DELAY)
+                continue
+            return self.run(dag_id, run_id) if r.status_code == 409 else r.json()
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     # --- waiting --------------------------------------------------------------------------------------------------
 

@@ -74,6 +74,13 @@ from devtools.processes import (
 
 #: Seconds an Airflow component of a SQLite stack waits for the metadata database's write lock.
 SQLITE_BUSY_TIMEOUT = 60
+#: The same for the API server, shorter. Airflow 3.3's public API records each write action (``log_action``, an
+#: async dependency of the endpoint) with a synchronous commit on the server's event loop: while another request's
+#: thread holds SQLite's write lock and needs that loop to finish (its session's teardown commits), neither moves
+#: until the wait ends, and the whole server, the tasks' execution API included, stalls that long before answering
+#: that action 500. Shorter than the span of the tasks' execution API retries (about 30 s), so that they outlast
+#: it; the demo's and the tests' client sends a trigger that got a 500 again (``AirflowApi.trigger``).
+API_SERVER_SQLITE_BUSY_TIMEOUT = 15
 
 
 class StackError(RuntimeError):
@@ -130,6 +137,9 @@ class Stack:
         # SQLite metadata: wait up to SQLITE_BUSY_TIMEOUT s for a write lock (sqlite3's default, 5 s, runs out on a
         # loaded machine while the scheduler writes, and the API server answers 500 to a trigger)
         self.metadata_db_url = metadata_db_url or f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_BUSY_TIMEOUT}"
+        #: the API server's (``API_SERVER_SQLITE_BUSY_TIMEOUT``); a given URL is every component's
+        self.api_server_db_url = self.metadata_db_url if metadata_db_url else (
+            f"sqlite:///{self.home / 'airflow.db'}?timeout={API_SERVER_SQLITE_BUSY_TIMEOUT}")
         self.warehouse_url = warehouse_url or f"sqlite:///{self.home / 'findings_warehouse.db'}"
         self.broker_url = broker_url
         self.celery_workers = celery_workers if executor == CELERY else 0
@@ -381,6 +391,7 @@ class Stack:
                 self._airflow("api-server", "--host", self.api_host, "--port", str(self.api_port),
                               "--workers", str(self.api_workers)),
                 self.log_of("api-server"),
+                env_overrides={"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.api_server_db_url},
             ),
             env,
         )
