@@ -17,9 +17,12 @@ from urllib.parse import quote
 
 import httpx
 
-#: Times a trigger is sent when its answer is lost (``AirflowApi.trigger``), and the seconds between them.
-TRIGGER_ATTEMPTS = 3
-TRIGGER_RETRY_DELAY = 2.0
+#: Times a call that does no harm twice is sent when its answer is lost (``AirflowApi.request``), and the seconds
+#: between them.
+ATTEMPTS = 3
+REPEAT_DELAY = 2.0
+#: The methods a call is sent again with by default.
+IDEMPOTENT_METHODS = frozenset({"GET", "PATCH", "PUT"})
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
@@ -122,14 +125,36 @@ class AirflowApi:
         self._token = r.json()["access_token"]
         return self._token
 
-    def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> httpx.Response:
+    def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), repeat: bool | None = None,
+                expect_on_repeat: tuple[int, ...] = (), **kwargs: Any) -> httpx.Response:
+        """One call; a call whose answer is lost (no answer in time, or a 5xx: Airflow's API server answers 500 when
+        it cannot take a SQLite metadata database's write lock in time, ``devtools.stack``) is sent again, up to
+        ``ATTEMPTS`` times in all, ``REPEAT_DELAY`` seconds apart, when sending it twice does no harm: ``GET``,
+        ``PATCH`` and ``PUT`` by default, a ``POST`` whose caller says so (``repeat=True``) and accepts what a
+        repeat of a lost one gets (``expect_on_repeat``, such as the 409 of a creation that was made)."""
+        repeat = method in IDEMPOTENT_METHODS if repeat is None else repeat
+        for attempt in range(1, (ATTEMPTS if repeat else 1) + 1):
+            last = not repeat or attempt == ATTEMPTS
+            try:
+                r = self._send(method, path, **kwargs)
+            except httpx.TimeoutException:
+                if last:
+                    raise
+            else:
+                if r.status_code < 500 or last:
+                    if r.status_code not in expect and not (attempt > 1 and r.status_code in expect_on_repeat):
+                        raise ApiError(method, path, r.status_code, r.text)
+                    return r
+            time.sleep(REPEAT_DELAY)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request with the JWT (logged in again once on a 401)."""
         headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
         r = self._http.request(method, path, headers=headers, **kwargs)
         if r.status_code == 401:
             headers["Authorization"] = f"Bearer {self.token(refresh=True)}"
             r = self._http.request(method, path, headers=headers, **kwargs)
-        if r.status_code not in expect:
-            raise ApiError(method, path, r.status_code, r.text)
         return r
 
     def get(self, path: str, **params: Any) -> Any:
@@ -226,7 +251,7 @@ class AirflowApi:
 
     def ensure_pool(self, name: str, slots: int, include_deferred: bool = True, description: str = "") -> dict:
         body = {"name": name, "slots": slots, "include_deferred": include_deferred, "description": description}
-        r = self.request("POST", "/api/v2/pools", json=body, expect=(201, 409))
+        r = self.request("POST", "/api/v2/pools", json=body, expect=(201, 409), repeat=True)
         if r.status_code == 409:
             r = self.request("PATCH", f"/api/v2/pools/{quote(name)}", json=body)
         return r.json()
@@ -236,7 +261,7 @@ class AirflowApi:
         body: dict[str, Any] = {"connection_id": conn_id, "conn_type": conn_type, **fields}
         if isinstance(body.get("extra"), dict):
             body["extra"] = json.dumps(body["extra"])
-        r = self.request("POST", "/api/v2/connections", json=body, expect=(201, 409))
+        r = self.request("POST", "/api/v2/connections", json=body, expect=(201, 409), repeat=True)
         if r.status_code == 409:
             r = self.request("PATCH", f"/api/v2/connections/{quote(conn_id)}", json=body)
         return r.json()
@@ -245,26 +270,16 @@ class AirflowApi:
                 note: str | None = None) -> dict[str, Any]:
         """``POST /api/v2/dags/{dag_id}/dagRuns`` with ``logical_date: null`` (a manual run, "now").
 
-        A trigger whose answer is lost (no answer in time, or a 5xx: Airflow's API server answers 500 when its
-        action log cannot take a SQLite metadata database's write lock in time, ``devtools.stack``) may have
-        created the run or not: it is sent again with the same run id (one is made when none is given), up to
-        ``TRIGGER_ATTEMPTS`` times in all, and a 409 to a repeat means the lost one created it: that run is
-        returned. So a trigger creates at most one run."""
+        A trigger whose answer is lost may have created the run or not: it is sent again with the same run id (one
+        is made when none is given; :meth:`request`), and a 409 to a repeat means the lost one created it: that run
+        is returned. So a trigger creates at most one run; a 409 to the first attempt is raised."""
         run_id = run_id or f"manual__{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())}_{uuid.uuid4().hex[:8]}"
         body: dict[str, Any] = {"logical_date": None, "conf": conf or {}, "dag_run_id": run_id}
         if note:
             body["note"] = note
-        path = f"/api/v2/dags/{quote(dag_id)}/dagRuns"
-        for attempt in range(1, TRIGGER_ATTEMPTS + 1):
-            try:
-                r = self.request("POST", path, json=body, expect=(200, 409) if attempt > 1 else (200,))
-            except (httpx.TimeoutException, ApiError) as error:
-                if attempt == TRIGGER_ATTEMPTS or (isinstance(error, ApiError) and error.status_code < 500):
-                    raise
-                time.sleep(TRIGGER_RETRY_DELAY)
-                continue
-            return self.run(dag_id, run_id) if r.status_code == 409 else r.json()
-        raise AssertionError("unreachable")  # the last attempt returns or raises
+        r = self.request("POST", f"/api/v2/dags/{quote(dag_id)}/dagRuns", json=body, repeat=True,
+                         expect_on_repeat=(409,))
+        return self.run(dag_id, run_id) if r.status_code == 409 else r.json()
 
     # --- waiting --------------------------------------------------------------------------------------------------
 

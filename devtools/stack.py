@@ -79,7 +79,8 @@ SQLITE_BUSY_TIMEOUT = 60
 #: thread holds SQLite's write lock and needs that loop to finish (its session's teardown commits), neither moves
 #: until the wait ends, and the whole server, the tasks' execution API included, stalls that long before answering
 #: that action 500. Shorter than the span of the tasks' execution API retries (about 30 s), so that they outlast
-#: it; the demo's and the tests' client sends a trigger that got a 500 again (``AirflowApi.trigger``).
+#: it; the demo's and the tests' client sends a call that got a 500 again where that does no harm
+#: (``AirflowApi.request``).
 API_SERVER_SQLITE_BUSY_TIMEOUT = 15
 
 
