@@ -132,9 +132,9 @@ class AirflowApi:
         ``ATTEMPTS`` times in all, ``REPEAT_DELAY`` seconds apart, when sending it twice does no harm: ``GET``,
         ``PATCH`` and ``PUT`` by default, a ``POST`` whose caller says so (``repeat=True``) and accepts what a
         repeat of a lost one gets (``expect_on_repeat``, such as the 409 of a creation that was made)."""
-        repeat = method in IDEMPOTENT_METHODS if repeat is None else repeat
-        for attempt in range(1, (ATTEMPTS if repeat else 1) + 1):
-            last = not repeat or attempt == ATTEMPTS
+        attempts = ATTEMPTS if (method in IDEMPOTENT_METHODS if repeat is None else repeat) else 1
+        for attempt in range(1, attempts + 1):
+            last = attempt == attempts
             try:
                 r = self._send(method, path, **kwargs)
             except httpx.TimeoutException:

@@ -137,10 +137,10 @@ class Stack:
         self.executor = executor
         # SQLite metadata: wait up to SQLITE_BUSY_TIMEOUT s for a write lock (sqlite3's default, 5 s, runs out on a
         # loaded machine while the scheduler writes, and the API server answers 500 to a trigger)
-        self.metadata_db_url = metadata_db_url or f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_BUSY_TIMEOUT}"
+        sqlite_db_url = f"sqlite:///{self.home / 'airflow.db'}?timeout="
+        self.metadata_db_url = metadata_db_url or f"{sqlite_db_url}{SQLITE_BUSY_TIMEOUT}"
         #: the API server's (``API_SERVER_SQLITE_BUSY_TIMEOUT``); a given URL is every component's
-        self.api_server_db_url = self.metadata_db_url if metadata_db_url else (
-            f"sqlite:///{self.home / 'airflow.db'}?timeout={API_SERVER_SQLITE_BUSY_TIMEOUT}")
+        self.api_server_db_url = metadata_db_url or f"{sqlite_db_url}{API_SERVER_SQLITE_BUSY_TIMEOUT}"
         self.warehouse_url = warehouse_url or f"sqlite:///{self.home / 'findings_warehouse.db'}"
         self.broker_url = broker_url
         self.celery_workers = celery_workers if executor == CELERY else 0
