@@ -9,6 +9,8 @@ It lives beside the e2e tests (marked ``browser``) so that it reuses the e2e ses
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -126,6 +128,18 @@ def set_colour_mode(page: Any, mode: str) -> None:
     page.reload()
 
 
+def detected_when(page: Any, done: Callable[[list[str]], bool]) -> list[str]:
+    """The findings list's Detected column (dates), once ``done`` holds of it or ``TIMEOUT_MS`` has passed: the
+    list shows the new order once its data has been read again."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        dates = [text.strip() for text in page.locator(
+            "[data-testid=findings-dashboard] tbody tr td:nth-child(10)").all_inner_texts()]
+        if (dates and done(dates)) or time.monotonic() > deadline:
+            return dates
+        page.wait_for_timeout(200)
+
+
 def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_stack: Stack,
                                                         pipeline: PipelineResult) -> None:
     """The plugin's React app renders in Airflow's own page (no frame): every page in light and dark mode (the
@@ -190,6 +204,21 @@ def test_findings_dashboard_is_a_page_of_the_airflow_ui(browser_page: Any, e2e_s
     severities = app.locator("tbody tr td:nth-child(1)").all_inner_texts()
     assert len(severities) == min(critical, 100)  # pipeline.yaml's dashboard.page_size
     assert {s.strip().lower() for s in severities} == {"critical"}
+
+    # each order is named by what comes first: by age, "Oldest first" then "Newest first" (the reverse)
+    orders = app.locator("#findings-order option")
+    expect(orders).to_have_text(["Most severe first", "Least severe first"])
+    app.locator("#findings-sort").select_option("age")
+    page.wait_for_url(re.compile(r"sort=age"), timeout=TIMEOUT_MS)
+    expect(orders).to_have_text(["Oldest first", "Newest first"], timeout=TIMEOUT_MS)
+    oldest = detected_when(page, lambda dates: dates == sorted(dates))
+    assert oldest == sorted(oldest)
+    assert len(set(oldest)) > 1  # the order is visible
+    app.locator("#findings-order").select_option(label="Newest first")
+    page.wait_for_url(re.compile(r"order=desc"), timeout=TIMEOUT_MS)
+    newest = detected_when(page, lambda dates: dates == sorted(dates, reverse=True))
+    assert newest == sorted(newest, reverse=True)
+    assert newest[0] > oldest[0]
 
     # a link to the service opens (a new tab: not blocked by a sandboxed frame)
     link = app.locator("tbody a[target=_blank]").first

@@ -42,6 +42,20 @@ const SORTS = [
   ["rule", "Rule"],
   ["id", "Type and id"],
 ];
+// The two orders of each sort, named by what comes first: the ascending one ("", programme.order_by), then the
+// descending one ("desc"). "Ascending" alone would not say that an ascending age sort lists the oldest first.
+const ORDERS = {
+  severity: ["Most severe first", "Least severe first"],
+  age: ["Oldest first", "Newest first"],
+  due: ["Due earliest first", "Due latest first"],
+  repository: ["A to Z", "Z to A"],
+  rule: ["A to Z", "Z to A"],
+  id: ["Ascending", "Descending"],
+};
+const orderChoices = (sort) => {
+  const [ascending, descending] = ORDERS[sort] || ORDERS.id;
+  return [["", ascending], ["desc", descending]];
+};
 const MEASURES = [
   ["", "any"],
   ["open", "Open"],
@@ -398,7 +412,7 @@ function Findings({ params, setParams }) {
         h(Select, { label: "Copies", name: "branches", value: query.branches, options: BRANCH_CHOICES,
           onChange: (v) => update({ branches: v }) }),
         h(Select, { label: "Sort by", name: "sort", value: sort, options: SORTS, onChange: (v) => update({ sort: v }) }),
-        h(Select, { label: "Order", name: "order", value: order, options: [["", "Ascending"], ["desc", "Descending"]],
+        h(Select, { label: "Order", name: "order", value: order, options: orderChoices(sort),
           onChange: (v) => update({ order: v }) })),
       h(UI.HStack, { justify: "space-between", my: 3, wrap: "wrap" },
         h(UI.Text, { "data-testid": "findings-total" }, d.total ?
