@@ -34,26 +34,19 @@ const PAGES = [
 const NAV_PATH = "/plugin/findings";
 const TYPE_LABELS = { sast: "Code", sca: "Supply chain", secrets: "Secrets", ai_sast: "AI code" };
 const SEVERITY_PALETTE = { critical: "red", high: "orange", medium: "yellow", low: "blue" };
+// Each sort (programme.SORTS): its value, its label, and its two orders named by what comes first, the ascending
+// one ("", programme.order_by) then the descending one ("desc"): "Ascending" alone would not say that an ascending
+// age sort lists the oldest first.
 const SORTS = [
-  ["severity", "Severity"],
-  ["age", "Age"],
-  ["due", "Due date"],
-  ["repository", "Repository"],
-  ["rule", "Rule"],
-  ["id", "Type and id"],
+  ["severity", "Severity", ["Most severe first", "Least severe first"]],
+  ["age", "Age", ["Oldest first", "Newest first"]],
+  ["due", "Due date", ["Due earliest first", "Due latest first"]],
+  ["repository", "Repository", ["A to Z", "Z to A"]],
+  ["rule", "Rule", ["A to Z", "Z to A"]],
+  ["id", "Type and id", ["Ascending", "Descending"]],
 ];
-// The two orders of each sort, named by what comes first: the ascending one ("", programme.order_by), then the
-// descending one ("desc"). "Ascending" alone would not say that an ascending age sort lists the oldest first.
-const ORDERS = {
-  severity: ["Most severe first", "Least severe first"],
-  age: ["Oldest first", "Newest first"],
-  due: ["Due earliest first", "Due latest first"],
-  repository: ["A to Z", "Z to A"],
-  rule: ["A to Z", "Z to A"],
-  id: ["Ascending", "Descending"],
-};
 const orderChoices = (sort) => {
-  const [ascending, descending] = ORDERS[sort] || ORDERS.id;
+  const [ascending, descending] = (SORTS.find(([value]) => value === sort) || SORTS[SORTS.length - 1])[2];
   return [["", ascending], ["desc", descending]];
 };
 const MEASURES = [
