@@ -1,16 +1,18 @@
 """PostgreSQL upsert ceiling: the same pre-decoded finding rows written by (a) batched ``execute_values``,
-(b) ``COPY`` into a temporary staging table then one ``INSERT ... SELECT ... ON CONFLICT``, and (c) ``COPY``
-straight into the table (``copy_direct``: no conflict handling, the fastest way rows can enter an empty table);
-no HTTP, no decoding. The fastest method of each pass is the ceiling (``best_first_load``, ``best_resync``).
+(b) ``COPY`` into a temporary staging table then one ``INSERT ... SELECT ... ON CONFLICT``, (c) ``COPY``
+straight into the table (``copy_direct``: no conflict handling), and (d) the same into the table without its
+secondary indexes, built after the last page (``copy_indexes_after``: as the product's first load,
+``warehouse.indexes``; the build is timed); (c) and (d) are first loads only (into an empty table); no HTTP, no
+decoding. The fastest method of each pass is the ceiling (``best_first_load``, ``best_resync``).
 
-Rows: the findings of the emulator, turned into the warehouse's row tuples by the product's ``finding_rows``
-before anything is timed. When ``--findings`` is larger than the emulator's data, the rows are repeated with
-ids shifted by 10^9 per round, so N distinct keys cost the memory of one copy of the data. Each method writes
-pages of 3000 rows, one transaction per page (as the extraction does), into the product's ``findings`` table
-(same indexes, the product's session settings: ``warehouse.url.apply_postgresql_settings``), first into an empty
-table (first load), then the same rows again (re-sync: unchanged ``raw``, so nothing is updated, as the
-product's conditional upsert; ``--passes first`` skips it). Only the database calls and the formatting of their
-input are timed.
+Rows: the findings of the emulator, turned into the warehouse's row tuples by the product's ``finding_rows`` before
+anything is timed. When ``--findings`` is larger than the emulator's data, the rows are repeated with ids shifted by
+10^9 per round, so N distinct keys cost the memory of one copy of the data. Each method writes pages of 3000 rows,
+one transaction per page (as the extraction does), into the product's ``findings`` table (same indexes, built after
+the load by (d); the product's session settings: ``warehouse.url.apply_postgresql_settings``), first into an empty
+table (first load), then the same rows again (re-sync: unchanged ``raw``, so nothing is updated, as the product's
+conditional upsert; ``--passes first`` skips it). Only the database calls and the formatting of their input are
+timed.
 
     python bench/pg_ceiling.py --base-url http://127.0.0.1:8900 --token T --slug acme --deployment-id 1 \
         --database-url postgresql://postgres@127.0.0.1:5432/findings_bench --findings 100000 --out c.json
@@ -112,8 +114,27 @@ class Methods:
         self.conn.commit()
 
 
+    def copy_indexes_after(self, rows: list[tuple[Any, ...]]) -> None:
+        """``copy_direct`` into the table without its secondary indexes: :func:`main` drops them before the first
+        page and builds them after the last, that time included (as the product's first load,
+        ``warehouse.indexes``; the SQLite ceiling's ``indexes_after``)."""
+        self.copy_direct(rows)
+
+
 #: Methods that only write new keys (no re-sync pass).
-FIRST_LOAD_ONLY = ("copy_direct",)
+FIRST_LOAD_ONLY = ("copy_direct", "copy_indexes_after")
+#: Methods whose pass runs without the table's secondary indexes, built after its last page (timed).
+INDEXES_AFTER = ("copy_indexes_after",)
+
+
+def drop_secondary_indexes(engine: Any) -> None:
+    """Drop every secondary index of ``findings`` (the primary key stays)."""
+    from findings_provider.warehouse.schema import findings
+    from sqlalchemy.schema import DropIndex
+
+    with engine.begin() as conn:
+        for index in findings.indexes:
+            conn.execute(DropIndex(index))
 
 
 def timed_pass(write: Callable[[list[tuple[Any, ...]]], None], base: list[tuple[Any, ...]], total: int,
@@ -132,13 +153,14 @@ def main() -> None:
     emulator_arguments(parser)
     parser.add_argument("--findings", type=int, required=True, help="rows written per pass")
     parser.add_argument("--sample", type=int, default=100_000, help="distinct findings pulled from the emulator")
-    parser.add_argument("--methods", default="execute_values,copy,copy_direct")
+    parser.add_argument("--methods", default="execute_values,copy,copy_direct,copy_indexes_after")
     parser.add_argument("--passes", default="first,resync", help="first (empty table) and/or resync")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
     import psycopg2
     from findings_provider.warehouse import FINDING_COLUMNS, Warehouse, make_engine
+    from findings_provider.warehouse.indexes import build_missing
     from findings_provider.warehouse.url import apply_postgresql_settings
 
     base = load_rows(args)
@@ -148,13 +170,18 @@ def main() -> None:
         reset_database(args.database_url)
         engine = make_engine(args.database_url)
         Warehouse(engine).create_all()  # the product's table and indexes
-        engine.dispose()
+        if method in INDEXES_AFTER:
+            drop_secondary_indexes(engine)
         checkpoint(args.database_url)
         conn = psycopg2.connect(args.database_url.replace("postgresql+psycopg2://", "postgresql://"))
         apply_postgresql_settings(conn)  # the product's session settings (lz4 compression of raw)
         try:
             write = getattr(Methods(conn, FINDING_COLUMNS), method)
             first = timed_pass(write, base, args.findings, id_index)
+            if method in INDEXES_AFTER:  # as the product builds them: one transaction each
+                started = time.perf_counter()
+                build_missing(engine)
+                first += time.perf_counter() - started
             resync = None
             if "resync" in args.passes.split(",") and method not in FIRST_LOAD_ONLY:
                 checkpoint(args.database_url)
@@ -166,6 +193,7 @@ def main() -> None:
                 stored = row[0]
         finally:
             conn.close()
+            engine.dispose()
         if stored != args.findings:
             raise AssertionError(f"{method}: {stored} rows stored, expected {args.findings}")
         results[method] = {"first_load_s": first, "first_load_per_s": args.findings / first,

@@ -101,8 +101,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     lines += ["## PostgreSQL ceiling", "",
               "`bench/pg_ceiling.py`: the same rows, decoded by the product's `finding_rows` before timing, written "
               "in 3000-row transactions into the product's table, by batched `execute_values`, by `COPY` into a "
-              "temporary staging table + one `INSERT ... ON CONFLICT`, and by `COPY` straight into the table "
-              "(`copy_direct`, first load only); no HTTP, no decoding. The fastest method of each size is the "
+              "temporary staging table + one `INSERT ... ON CONFLICT`, by `COPY` straight into the table "
+              "(`copy_direct`, first load only), and by the same into the table without its secondary indexes, "
+              "built after the last page (`copy_indexes_after`, first load only, the build timed: as the product's "
+              "first load); no HTTP, no decoding. The fastest method of each size is the "
               "ceiling of the verdicts.", "",
               "| N | method | first load /s | re-sync /s |", "|---|---|---|---|"]
     for key in sorted(results["sizes"], key=int):

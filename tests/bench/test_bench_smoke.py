@@ -49,6 +49,9 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
             assert figures["peak_rss_mb_max"] > 0
             assert sum(figures["requests"]["findings_by_issue_type"].values()) > 0
     if results["postgres"] == "used":
+        methods = size["postgres_ceiling"]["methods"]  # the first load's ceiling with the indexes built after it too
+        assert set(methods) == {"execute_values", "copy", "copy_direct", "copy_indexes_after"}
+        assert all(method["first_load_per_s"] > 0 for method in methods.values())
         assert size["postgres_ceiling"]["best_first_load_per_s"] > 0
     ceiling = size["sqlite_ceiling"]  # the product and the SQLite ceilings against the page server
     assert ceiling["product_first_load"]["findings"] == size["findings"]

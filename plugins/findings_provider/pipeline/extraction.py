@@ -611,7 +611,7 @@ def run_extraction(
     ``full_refresh_weekday`` (at most once in ``FULL_REFRESH_MIN_AGE``); None disables a trigger. A failing type
     does not undo the others: their watermarks are saved, then the first error is raised.
 
-    On an empty ``findings`` table (a first load, on SQLite) the secondary indexes the pulls do not use are
+    On an empty ``findings`` table (a first load) the secondary indexes the pulls do not use are
     dropped before them and built after them, before the recount and the snapshot, also when a pull fails; on a
     table that holds findings, an index missing (a first load killed midway) is built before the pulls
     (:func:`findings_provider.warehouse.indexes.deferred_on_first_load`).

@@ -34,12 +34,11 @@ from .versioning import lock_schema
 log = logging.getLogger(__name__)
 
 #: Indexes of ``findings`` that a load uses on every insert, kept through a first load: the counted mark's lookup
-#: of each new row's fingerprint (``branches.counted_on_insert``, ``branches.stored_fingerprints``).
+#: of each new row's fingerprint (``branches.counted_on_insert``, ``branches.stored_copies``).
 LOAD_INDEXES = frozenset({"ix_findings_fingerprint"})
-#: Dialects on which a first load builds the other indexes after the pulls. Not PostgreSQL: there a first load
-#: measured no clear gain (its ``COPY`` maintains the indexes at little cost, and the recount after a build was
-#: slower), within the noise of the runs (bench/README.md).
-DEFERRED_ON = frozenset({"sqlite"})
+#: Dialects on which a first load builds the other indexes after the pulls: both (a PostgreSQL ``COPY`` into a table
+#: without them is about a fifth faster, their build after it included: bench/README.md).
+DEFERRED_ON = frozenset({"sqlite", "postgresql"})
 
 
 def _by_name(index: Index) -> str:
