@@ -50,7 +50,7 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     notes = [v for v in results["verdicts"] if v["note"]]
     if notes:
         lines += ["", "Notes:", ""]
-        lines += [f"- {v['target']}{'' if v['met'] else ' (not met)'}: {v['note']}." for v in notes]
+        lines += [f"- {v['target']}{' (not met)' if v['met'] is False else ''}: {v['note']}." for v in notes]
     lines += ["", "## Extraction", "",
               "Findings pulled from the emulator over loopback (3000-item pages) through `ExtractFindingsOperator` "
               "(the product's operator code path: hooks from `AIRFLOW_CONN_*`, real `FindingsClient` and "
