@@ -223,6 +223,8 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
                 log(f"N={size} run {run + 1}: PostgreSQL first load {pg_first[-1]['findings_per_s']:,.0f}/s, "
                     f"re-sync {pg_resync[-1]['findings_per_s']:,.0f}/s")
             result["postgres"] = {"first_load": summarise(pg_first), "resync": summarise(pg_resync)}
+            if not args.skip_ceilings:
+                result["postgres_pages"] = measure_postgres_pages(runner, size, emulator, pg_url, pg_runs)
 
         if args.profile and with_bulk:
             result["profiles"] = {}
@@ -248,6 +250,26 @@ def measure_size(runner: Runner, size: int, pg_url: str | None, *, with_bulk: bo
                 f"{result['bulk']['triage']['seconds']:.1f} s, {result['bulk']['tickets']['groups']} ticket groups "
                 f"in {result['bulk']['tickets']['seconds']:.1f} s")
     return result
+
+
+def measure_postgres_pages(runner: Runner, size: int, emulator: Any, pg_url: str, runs: int) -> dict[str, Any]:
+    """The product's PostgreSQL first load against the page server (``page_server.py``: the emulator's pages,
+    prebuilt), as :func:`measure_sqlite_ceilings` runs the SQLite one: what the PostgreSQL verdict compares with
+    ``pg_ceiling.py`` (which pulls nothing), so that the emulator's page building does not take its share of the two
+    cores from the product's side of the comparison only."""
+    from page_server import PageServerProcess
+
+    log(f"N={size}: page server (the emulator's pages, prebuilt) for the PostgreSQL first load against its ceiling")
+    samples: list[dict[str, Any]] = []
+    with PageServerProcess(token=TOKEN, from_url=emulator.base_url, env=runner.env,
+                           log_path=runner.workdir / f"page-server-postgres-{size}.log") as server:
+        base = ["--base-url", server.base_url, "--token", TOKEN, "--slug", server.deployment_slug,
+                "--deployment-id", server.deployment_id]
+        for run in range(runs):
+            samples.append(runner.child("extract_product.py", *base, "--database-url", pg_url, "--mode", "first"))
+            log(f"N={size} run {run + 1}: against the page server, PostgreSQL first load "
+                f"{samples[-1]['findings_per_s']:,.0f}/s")
+    return summarise(samples)
 
 
 def measure_sqlite_ceilings(runner: Runner, size: int, emulator: Any, runs: int) -> dict[str, Any]:

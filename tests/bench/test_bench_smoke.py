@@ -53,6 +53,9 @@ def test_results_json_is_well_formed(quick_results: Path) -> None:
         assert set(methods) == {"execute_values", "copy", "copy_direct", "copy_indexes_after"}
         assert all(method["first_load_per_s"] > 0 for method in methods.values())
         assert size["postgres_ceiling"]["best_first_load_per_s"] > 0
+        # the product's PostgreSQL first load against the page server, which the verdict compares with the ceiling
+        assert size["postgres_pages"]["findings"] == size["findings"]
+        assert size["postgres_pages"]["findings_per_s_median"] > 0
     ceiling = size["sqlite_ceiling"]  # the product and the SQLite ceilings against the page server
     assert ceiling["product_first_load"]["findings"] == size["findings"]
     assert ceiling["check"]["equal"]  # the same-schema ceiling stores the product's rows
